@@ -1,0 +1,53 @@
+// Package member provides the real backing devices of a raidd array: a
+// regular file or block device (File) and an in-memory device (Memory) for
+// tests and benchmarks.
+//
+// Every type here satisfies raid.Member structurally; this package does not
+// import raid so that it stays a leaf of the import graph.
+//
+// # Invariants
+//
+//   - Size is fixed when a member is opened or created and never changes, even
+//     if the underlying file is resized behind the member's back.
+//   - ReadAt and WriteAt follow io.ReaderAt and io.WriterAt exactly: n <
+//     len(p) implies err != nil, and p is never retained after the call
+//     returns. A read that reaches Size returns io.EOF; a write that reaches
+//     Size writes the part that fits and returns an error wrapping
+//     ErrOutOfRange. A member never grows.
+//   - Concurrent calls on non-overlapping ranges are safe. Overlapping
+//     concurrent writes (or a write overlapping a read) are the caller's bug:
+//     the bytes seen are then unspecified, but no memory is corrupted.
+//   - Discard makes a range read as zeroes and leaves every byte outside the
+//     range untouched, at any byte granularity, or returns an error wrapping
+//     errors.ErrUnsupported when it cannot guarantee zeroes.
+//   - After Close every method except Size, Path and IsBlockDevice returns an
+//     error wrapping os.ErrClosed, including a second Close.
+//
+// # Discard, Trim and ZeroRange on block devices
+//
+// Discard must guarantee zeroes, so on a block device it uses
+// fallocate(FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), which the kernel turns
+// into a discard that guarantees zeroes (REQ_OP_WRITE_ZEROES with unmap), and
+// falls back to ioctl(BLKZEROOUT), which writes zeroes. A bare BLKDISCARD is
+// deliberately not used for Discard: devices may ignore it or return stale
+// data afterwards. File.Trim issues BLKDISCARD for callers that only want to
+// release space and do not rely on the contents.
+//
+// Block devices accept these commands only on logical-block boundaries, so
+// File splits a range into an aligned middle handled by the kernel and
+// unaligned edges that it overwrites with zeroes through WriteAt.
+//
+// # Direct I/O
+//
+// With Options.Direct the file is opened with O_DIRECT, bypassing the page
+// cache. The kernel then requires buffers, offsets and lengths aligned to the
+// logical block size; File uses 4096 bytes (DirectAlignment), which covers
+// every common device. Requests that are not aligned go through a pooled,
+// aligned bounce buffer, and unaligned writes read-modify-write their edge
+// blocks. Callers never issue overlapping requests concurrently, so no lock
+// protects the edge blocks. In direct mode Size is rounded down to a multiple
+// of DirectAlignment so that no direct write ever extends a file.
+//
+// The package is Linux-only: it relies on fallocate, fdatasync and the block
+// device ioctls.
+package member

@@ -1,0 +1,429 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// DirectAlignment is the alignment, in bytes, of buffers, offsets and
+// lengths handed to the kernel when a File is opened with Options.Direct. It
+// is a multiple of every logical block size in common use.
+const DirectAlignment = 4096
+
+// Options configure Open. The zero value opens read-write through the page
+// cache.
+type Options struct {
+	// ReadOnly opens the member with O_RDONLY; writes and discards then fail
+	// with ErrReadOnly.
+	ReadOnly bool
+	// Direct opens the member with O_DIRECT. See the package documentation
+	// for the alignment rules and their cost.
+	Direct bool
+	// Exclusive opens a block device with O_EXCL, so that Open fails with
+	// EBUSY while the device is mounted or claimed by another exclusive
+	// opener (md, another raidd). It has no effect on regular files.
+	Exclusive bool
+}
+
+// File is a member backed by a regular file or a block device. All methods
+// are safe for concurrent use; ReadAt, WriteAt, Discard, Trim and ZeroRange
+// calls must not overlap each other concurrently (see the package
+// documentation).
+type File struct {
+	f        *os.File
+	path     string
+	size     int64
+	block    bool  // a block device rather than a regular file
+	lbs      int64 // logical block size for block-device commands
+	direct   bool
+	readOnly bool
+	closed   atomic.Bool
+}
+
+// Open opens the regular file or block device at path. The member's Size is
+// the file's size (st_size) or the device's size (BLKGETSIZE64) at the time
+// of the call, rounded down to DirectAlignment when opts.Direct is set.
+//
+// Errors: those of open(2) (wrapped in *os.PathError; with opts.Direct a file
+// system without O_DIRECT support fails with EINVAL), ErrFileType for
+// anything but a regular file or block device, ioctl errors from probing a
+// block device, and errors.ErrUnsupported for Direct on a device whose
+// logical block size exceeds DirectAlignment.
+func Open(path string, opts Options) (*File, error) {
+	flags := os.O_RDWR
+	if opts.ReadOnly {
+		flags = os.O_RDONLY
+	}
+	if opts.Direct {
+		flags |= unix.O_DIRECT
+	}
+	// O_EXCL without O_CREAT means "exclusive claim" only for block
+	// devices; never pass it for anything else.
+	if opts.Exclusive {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
+			flags |= os.O_EXCL
+		}
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	m := &File{f: f, path: path, direct: opts.Direct, readOnly: opts.ReadOnly, lbs: 512}
+	if err := m.probe(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// probe fills in size, block and lbs from fstat and the block-device ioctls.
+func (m *File) probe() error {
+	var st unix.Stat_t
+	err := m.control(func(fd int) error { return unix.Fstat(fd, &st) })
+	if err != nil {
+		return &os.PathError{Op: "fstat", Path: m.path, Err: err}
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		m.size = st.Size
+	case unix.S_IFBLK:
+		m.block = true
+		var size uint64
+		var lbs int
+		err := m.control(func(fd int) error {
+			var err error
+			if size, err = unix.IoctlGetUint64(fd, unix.BLKGETSIZE64); err != nil {
+				return err
+			}
+			lbs, err = unix.IoctlGetInt(fd, unix.BLKSSZGET)
+			return err
+		})
+		if err != nil {
+			return &os.PathError{Op: "ioctl BLKGETSIZE64", Path: m.path, Err: err}
+		}
+		if lbs <= 0 || lbs&(lbs-1) != 0 {
+			return fmt.Errorf("member: %s: implausible logical block size %d", m.path, lbs)
+		}
+		m.size, m.lbs = int64(size), int64(lbs)
+	default:
+		return fmt.Errorf("member: open %s (mode %#o): %w", m.path, st.Mode&unix.S_IFMT, ErrFileType)
+	}
+	if m.direct {
+		if m.lbs > DirectAlignment {
+			return fmt.Errorf("member: %s: logical block size %d exceeds the O_DIRECT alignment %d: %w",
+				m.path, m.lbs, DirectAlignment, errors.ErrUnsupported)
+		}
+		m.size &^= DirectAlignment - 1
+	}
+	return nil
+}
+
+// Path returns the path the member was opened with.
+func (m *File) Path() string { return m.path }
+
+// IsBlockDevice reports whether the member is a block device rather than a
+// regular file.
+func (m *File) IsBlockDevice() bool { return m.block }
+
+// Size returns the member's size in bytes, fixed at Open.
+func (m *File) Size() int64 { return m.size }
+
+// ReadAt reads len(p) bytes at off with pread(2). It follows io.ReaderAt: it
+// returns io.EOF when the read reaches Size, and n < len(p) only with a
+// non-nil error. p is not retained. Safe for concurrent use.
+//
+// Errors: io.EOF, ErrOutOfRange for a negative off, os.ErrClosed after
+// Close, and I/O errors from the kernel wrapped in *os.PathError.
+func (m *File) ReadAt(p []byte, off int64) (int, error) {
+	if m.closed.Load() {
+		return 0, m.closedErr("read")
+	}
+	if off < 0 {
+		return 0, m.rangeErr("read", off, int64(len(p)))
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= m.size {
+		return 0, io.EOF
+	}
+	short := false
+	if rem := m.size - off; int64(len(p)) > rem {
+		p, short = p[:rem], true
+	}
+	var n int
+	var err error
+	if m.direct && !isAligned(p, off) {
+		n, err = m.readBounce(p, off)
+	} else {
+		n, err = m.f.ReadAt(p, off)
+	}
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// WriteAt writes p at off with pwrite(2). A write reaching past Size writes
+// the part that fits and returns an error wrapping ErrOutOfRange: the member
+// never grows. p is not retained. The data is durable only after a later
+// Sync returns. Safe for concurrent use on non-overlapping ranges.
+//
+// Errors: ErrOutOfRange, ErrReadOnly, os.ErrClosed after Close, and I/O
+// errors from the kernel wrapped in *os.PathError.
+func (m *File) WriteAt(p []byte, off int64) (int, error) {
+	if m.closed.Load() {
+		return 0, m.closedErr("write")
+	}
+	if m.readOnly {
+		return 0, fmt.Errorf("member: write %s: %w", m.path, ErrReadOnly)
+	}
+	if off < 0 || off > m.size {
+		return 0, m.rangeErr("write", off, int64(len(p)))
+	}
+	short := false
+	if rem := m.size - off; int64(len(p)) > rem {
+		p, short = p[:rem], true
+	}
+	if len(p) == 0 {
+		if short {
+			return 0, m.rangeErr("write", off, int64(len(p)))
+		}
+		return 0, nil
+	}
+	var n int
+	var err error
+	if m.direct && !isAligned(p, off) {
+		n, err = m.writeBounce(p, off)
+	} else {
+		n, err = m.f.WriteAt(p, off)
+	}
+	if err == nil && short {
+		err = m.rangeErr("write", m.size, 1)
+	}
+	return n, err
+}
+
+// Sync makes every WriteAt, Discard, Trim and ZeroRange that returned before
+// it was called durable, using fdatasync(2). Safe for concurrent use.
+//
+// Errors: os.ErrClosed after Close, and the error of fdatasync(2) wrapped in
+// *os.PathError (an EIO here means earlier writes may be lost).
+func (m *File) Sync() error {
+	if m.closed.Load() {
+		return m.closedErr("sync")
+	}
+	if err := m.control(unix.Fdatasync); err != nil {
+		return m.wrap("fdatasync", err)
+	}
+	return nil
+}
+
+// Discard makes [off, off+n) read as zeroes and releases the space where the
+// storage can. Bytes outside the range are untouched, at byte granularity.
+// A regular file gets fallocate(PUNCH_HOLE|KEEP_SIZE); a block device gets
+// the same fallocate on its aligned middle (a zeroing discard), falling back
+// to BLKZEROOUT, with unaligned edges overwritten with zeroes. Durable after
+// the next Sync. Safe for concurrent use on non-overlapping ranges.
+//
+// Errors: ErrOutOfRange, ErrReadOnly, os.ErrClosed, an error wrapping
+// errors.ErrUnsupported when neither the file system nor the device can
+// guarantee zeroes, and other kernel errors wrapped in *os.PathError.
+func (m *File) Discard(off, n int64) error {
+	if err := m.checkMutate("discard", off, n); err != nil || n == 0 {
+		return err
+	}
+	if !m.block {
+		return m.fallocate("discard", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	}
+	return m.blockRange("discard", off, n, func(fd int, a, b int64) error {
+		err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, a, b-a)
+		if !isUnsupported(err) {
+			return err
+		}
+		return blkRangeIoctl(fd, unix.BLKZEROOUT, a, b-a)
+	})
+}
+
+// Trim tells the storage that [off, off+n) is no longer needed. On a regular
+// file it punches a hole, exactly like Discard. On a block device it issues
+// BLKDISCARD for the logical blocks wholly inside the range and leaves the
+// edges alone: it is advisory, and the range's contents are unspecified
+// afterwards. Safe for concurrent use on non-overlapping ranges.
+//
+// Errors: as for Discard; a device without discard support returns an error
+// wrapping errors.ErrUnsupported.
+func (m *File) Trim(off, n int64) error {
+	if err := m.checkMutate("trim", off, n); err != nil || n == 0 {
+		return err
+	}
+	if !m.block {
+		return m.fallocate("trim", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	}
+	a, b := alignIn(off, n, m.lbs)
+	if a >= b {
+		return nil
+	}
+	err := m.control(func(fd int) error { return blkRangeIoctl(fd, unix.BLKDISCARD, a, b-a) })
+	return m.wrap("ioctl BLKDISCARD", err)
+}
+
+// ZeroRange makes [off, off+n) read as zeroes while keeping the space
+// allocated: fallocate(ZERO_RANGE|KEEP_SIZE) on a regular file, BLKZEROOUT on
+// a block device (unaligned edges are overwritten with zeroes). Durable after
+// the next Sync. Safe for concurrent use on non-overlapping ranges.
+//
+// Errors: as for Discard; a file system without ZERO_RANGE returns an error
+// wrapping errors.ErrUnsupported.
+func (m *File) ZeroRange(off, n int64) error {
+	if err := m.checkMutate("zero range", off, n); err != nil || n == 0 {
+		return err
+	}
+	if !m.block {
+		return m.fallocate("zero range", unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	}
+	return m.blockRange("zero range", off, n, func(fd int, a, b int64) error {
+		return blkRangeIoctl(fd, unix.BLKZEROOUT, a, b-a)
+	})
+}
+
+// Close closes the member. It does not sync: call Sync first for durability.
+// Calls racing with Close either complete or fail with os.ErrClosed.
+//
+// Errors: os.ErrClosed on a second Close, or the error of close(2).
+func (m *File) Close() error {
+	if m.closed.Swap(true) {
+		return m.closedErr("close")
+	}
+	return m.f.Close()
+}
+
+// checkMutate validates a range-mutating call.
+func (m *File) checkMutate(op string, off, n int64) error {
+	if m.closed.Load() {
+		return m.closedErr(op)
+	}
+	if m.readOnly {
+		return fmt.Errorf("member: %s %s: %w", op, m.path, ErrReadOnly)
+	}
+	if off < 0 || n < 0 || off > m.size || n > m.size-off {
+		return m.rangeErr(op, off, n)
+	}
+	return nil
+}
+
+// fallocate runs fallocate(2) on a regular file.
+func (m *File) fallocate(op string, mode uint32, off, n int64) error {
+	err := m.control(func(fd int) error { return unix.Fallocate(fd, mode, off, n) })
+	return m.wrap(op, err)
+}
+
+// blockRange applies fn to the logical-block-aligned middle of [off, off+n)
+// and overwrites the unaligned edges with zeroes through WriteAt.
+func (m *File) blockRange(op string, off, n int64, fn func(fd int, a, b int64) error) error {
+	a, b := alignIn(off, n, m.lbs)
+	if a >= b {
+		return m.writeZeroes(off, n)
+	}
+	if err := m.writeZeroes(off, a-off); err != nil {
+		return err
+	}
+	if err := m.writeZeroes(b, off+n-b); err != nil {
+		return err
+	}
+	return m.wrap(op, m.control(func(fd int) error { return fn(fd, a, b) }))
+}
+
+// writeZeroes writes n (less than a few logical blocks) zero bytes at off.
+func (m *File) writeZeroes(off, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	_, err := m.WriteAt(make([]byte, n), off)
+	return err
+}
+
+// control runs fn on the file descriptor while holding a reference to it, so
+// that a concurrent Close cannot recycle the descriptor. EINTR is retried.
+func (m *File) control(fn func(fd int) error) error {
+	rc, err := m.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	cerr := rc.Control(func(fd uintptr) {
+		for {
+			ferr = fn(int(fd))
+			if ferr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if cerr != nil {
+		if m.closed.Load() {
+			return os.ErrClosed
+		}
+		return cerr
+	}
+	return ferr
+}
+
+// wrap turns a syscall error into a *os.PathError, additionally wrapping
+// errors.ErrUnsupported for EOPNOTSUPP and friends. nil stays nil.
+func (m *File) wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrClosed):
+		return m.closedErr(op)
+	case isUnsupported(err):
+		return &os.PathError{Op: op, Path: m.path, Err: fmt.Errorf("%w: %w", errors.ErrUnsupported, err)}
+	default:
+		return &os.PathError{Op: op, Path: m.path, Err: err}
+	}
+}
+
+func (m *File) closedErr(op string) error {
+	return &os.PathError{Op: op, Path: m.path, Err: os.ErrClosed}
+}
+
+func (m *File) rangeErr(op string, off, n int64) error {
+	return fmt.Errorf("member: %s %s [%d, +%d) with size %d: %w", op, m.path, off, n, m.size, ErrOutOfRange)
+}
+
+// isUnsupported reports whether err means the operation is not supported by
+// the file system or device.
+func isUnsupported(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.ENOSYS)
+}
+
+// blkRangeIoctl issues a block-device ioctl taking a {start, length} pair
+// (BLKDISCARD, BLKZEROOUT).
+func blkRangeIoctl(fd int, req uint, off, n int64) error {
+	r := [2]uint64{uint64(off), uint64(n)}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&r)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// alignIn returns the largest range [a, b) inside [off, off+n) whose ends are
+// multiples of align; a >= b when there is none.
+func alignIn(off, n, align int64) (a, b int64) {
+	a = (off + align - 1) &^ (align - 1)
+	b = (off + n) &^ (align - 1)
+	return a, b
+}
+
+// isAligned reports whether p and off satisfy O_DIRECT's alignment rules.
+func isAligned(p []byte, off int64) bool {
+	const mask = DirectAlignment - 1
+	return off&mask == 0 && len(p)&mask == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))&mask == 0
+}

@@ -1,0 +1,420 @@
+package member_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
+	"github.com/raidd/raidd/raid"
+)
+
+var (
+	_ raid.Member = (*member.File)(nil)
+	_ raid.Member = (*member.Memory)(nil)
+)
+
+// tempMember creates a sparse file of size bytes in a test directory.
+func tempMember(t *testing.T, size int64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "member.img")
+	require.NoError(t, member.CreateSparse(path, size))
+	return path
+}
+
+// openFile opens path and closes it in a cleanup that tolerates a Close by
+// the test itself.
+func openFile(t *testing.T, path string, opts member.Options) *member.File {
+	t.Helper()
+	f, err := member.Open(path, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			t.Errorf("close %s: %v", path, err)
+		}
+	})
+	return f
+}
+
+// directSupported reports whether the file system under dir accepts
+// O_DIRECT opens.
+func directSupported(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
+}
+
+// loopDevice attaches a loop device to a new backing file of size bytes and
+// detaches it in a cleanup. It skips the test when loop devices are not
+// available (not root, no losetup, no /dev/loop-control).
+func loopDevice(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root: skipping block-device tests")
+	}
+	losetup, err := exec.LookPath("losetup")
+	if err != nil {
+		t.Skip("losetup not found: skipping block-device tests")
+	}
+	backing := tempMember(t, size)
+	out, err := exec.Command(losetup, "--find", "--show", backing).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup --find --show failed (%v: %s): skipping block-device tests", err, strings.TrimSpace(string(out)))
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command(losetup, "--detach", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup --detach %s: %v: %s", dev, err, out)
+		}
+	})
+	return dev
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			return openFile(t, tempMember(t, size), member.Options{})
+		})
+	})
+	t.Run("file/direct", func(t *testing.T) {
+		if !directSupported(t, tempMember(t, 4096)) {
+			t.Skipf("O_DIRECT not supported on the file system of %s", t.TempDir())
+		}
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			return openFile(t, tempMember(t, size), member.Options{Direct: true})
+		})
+	})
+	t.Run("memory", func(t *testing.T) {
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			return member.NewMemory(size)
+		})
+	})
+	t.Run("block", func(t *testing.T) {
+		loopDevice(t, 4096) // skip early when loop devices are unavailable
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			return openFile(t, loopDevice(t, size), member.Options{})
+		})
+	})
+	t.Run("block/direct", func(t *testing.T) {
+		loopDevice(t, 4096)
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			return openFile(t, loopDevice(t, size), member.Options{Direct: true})
+		})
+	})
+}
+
+func TestOpen(t *testing.T) {
+	t.Run("regular_file", func(t *testing.T) {
+		path := tempMember(t, 12345)
+		f := openFile(t, path, member.Options{})
+		assert.Equal(t, int64(12345), f.Size())
+		assert.Equal(t, path, f.Path())
+		assert.False(t, f.IsBlockDevice())
+	})
+	t.Run("missing", func(t *testing.T) {
+		_, err := member.Open(filepath.Join(t.TempDir(), "nope"), member.Options{})
+		assert.ErrorIs(t, err, os.ErrNotExist)
+	})
+	t.Run("directory", func(t *testing.T) {
+		_, err := member.Open(t.TempDir(), member.Options{ReadOnly: true})
+		assert.ErrorIs(t, err, member.ErrFileType)
+	})
+	t.Run("char_device", func(t *testing.T) {
+		_, err := member.Open("/dev/null", member.Options{})
+		assert.ErrorIs(t, err, member.ErrFileType)
+	})
+	t.Run("size_fixed_at_open", func(t *testing.T) {
+		path := tempMember(t, 8192)
+		f := openFile(t, path, member.Options{})
+		require.NoError(t, os.Truncate(path, 16384))
+		assert.Equal(t, int64(8192), f.Size())
+		n, err := f.ReadAt(make([]byte, 100), 8192)
+		assert.Equal(t, 0, n)
+		assert.ErrorIs(t, err, io.EOF)
+		n, err = f.WriteAt(make([]byte, 100), 8192)
+		assert.Equal(t, 0, n)
+		assert.ErrorIs(t, err, member.ErrOutOfRange)
+	})
+	t.Run("direct_rounds_size_down", func(t *testing.T) {
+		path := tempMember(t, 10000)
+		if !directSupported(t, path) {
+			t.Skip("O_DIRECT not supported here")
+		}
+		f := openFile(t, path, member.Options{Direct: true})
+		assert.Equal(t, int64(8192), f.Size())
+		// An unaligned write ending at Size must not extend the file.
+		_, err := f.WriteAt(bytes.Repeat([]byte{7}, 100), 8092)
+		require.NoError(t, err)
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, int64(10000), fi.Size())
+		got := make([]byte, 100)
+		_, err = f.ReadAt(got, 8092)
+		require.NoError(t, err)
+		assert.Equal(t, bytes.Repeat([]byte{7}, 100), got)
+	})
+}
+
+func TestCreateSparse(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.img")
+	require.NoError(t, member.CreateSparse(path, 64<<20))
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	assert.Equal(t, int64(64<<20), st.Size)
+	assert.Less(t, st.Blocks*512, int64(1<<20), "a new member file must be sparse")
+
+	cases := []struct {
+		name string
+		path string
+		size int64
+		want error
+	}{
+		{name: "same_size_is_fine", path: path, size: 64 << 20},
+		{name: "larger_refused", path: path, size: 128 << 20, want: member.ErrSizeMismatch},
+		{name: "smaller_refused", path: path, size: 1 << 20, want: member.ErrSizeMismatch},
+		{name: "directory_refused", path: dir, size: 4096, want: member.ErrFileType},
+		{name: "negative_size", path: filepath.Join(dir, "neg.img"), size: -1, want: member.ErrOutOfRange},
+		{name: "zero_size", path: filepath.Join(dir, "zero.img"), size: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := member.CreateSparse(tc.path, tc.size)
+			if tc.want != nil {
+				assert.ErrorIs(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			fi, err := os.Stat(tc.path)
+			require.NoError(t, err)
+			assert.Equal(t, tc.size, fi.Size())
+		})
+	}
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, int64(64<<20), fi.Size(), "a refused CreateSparse must not resize")
+}
+
+// allocated returns the bytes allocated to path.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	return st.Blocks * 512
+}
+
+func TestFileSpaceManagement(t *testing.T) {
+	const size = 4 << 20
+	cases := []struct {
+		name       string
+		op         func(f *member.File, off, n int64) error
+		keepsSpace bool
+	}{
+		{name: "discard_punches", op: (*member.File).Discard},
+		{name: "trim_punches", op: (*member.File).Trim},
+		{name: "zero_range_keeps_allocation", op: (*member.File).ZeroRange, keepsSpace: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempMember(t, size)
+			f := openFile(t, path, member.Options{})
+			data := bytes.Repeat([]byte{0xEE}, size)
+			_, err := f.WriteAt(data, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Sync())
+			before := allocated(t, path)
+			require.GreaterOrEqual(t, before, int64(size))
+
+			// Unaligned edges: [1000, size-1000) becomes zero, the rest stays.
+			err = tc.op(f, 1000, size-2000)
+			if errors.Is(err, errors.ErrUnsupported) {
+				t.Skipf("file system does not support it: %v", err)
+			}
+			require.NoError(t, err)
+			require.NoError(t, f.Sync())
+			got := make([]byte, size)
+			_, err = f.ReadAt(got, 0)
+			require.NoError(t, err)
+			clear(data[1000 : size-1000])
+			assert.True(t, bytes.Equal(data, got), "contents after the operation")
+
+			after := allocated(t, path)
+			if tc.keepsSpace {
+				assert.Equal(t, before, after, "allocation must be kept")
+			} else {
+				assert.Less(t, after, before/2, "space must be released")
+			}
+		})
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	path := tempMember(t, 8192)
+	w := openFile(t, path, member.Options{})
+	_, err := w.WriteAt([]byte("hello"), 10)
+	require.NoError(t, err)
+
+	f := openFile(t, path, member.Options{ReadOnly: true})
+	got := make([]byte, 5)
+	_, err = f.ReadAt(got, 10)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{name: "write", call: func() error { _, err := f.WriteAt([]byte("x"), 0); return err }},
+		{name: "discard", call: func() error { return f.Discard(0, 4096) }},
+		{name: "trim", call: func() error { return f.Trim(0, 4096) }},
+		{name: "zero_range", call: func() error { return f.ZeroRange(0, 4096) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.ErrorIs(t, tc.call(), member.ErrReadOnly)
+		})
+	}
+	assert.NoError(t, f.Sync())
+}
+
+func TestDirectFlag(t *testing.T) {
+	path := tempMember(t, 1<<20)
+	if !directSupported(t, path) {
+		t.Skip("O_DIRECT not supported here")
+	}
+	f := openFile(t, path, member.Options{Direct: true})
+	// /proc/self/fdinfo lists the flags of every open descriptor; the
+	// member's descriptor must carry O_DIRECT (octal 040000 on amd64/arm64).
+	found := false
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || target != path {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", e.Name()))
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(info), "\n") {
+			var flags int
+			if _, err := fmt.Sscanf(line, "flags:\t%o", &flags); err == nil && flags&unix.O_DIRECT != 0 {
+				found = true
+			}
+		}
+	}
+	assert.True(t, found, "no descriptor of %s has O_DIRECT", path)
+	assert.Equal(t, int64(1<<20), f.Size())
+}
+
+func TestBlockDevice(t *testing.T) {
+	const size = 1 << 20
+	dev := loopDevice(t, size)
+	f := openFile(t, dev, member.Options{})
+	assert.True(t, f.IsBlockDevice())
+	assert.Equal(t, int64(size), f.Size())
+
+	data := bytes.Repeat([]byte{0x11}, size)
+	_, err := f.WriteAt(data, 0)
+	require.NoError(t, err)
+
+	t.Run("zero_range_unaligned", func(t *testing.T) {
+		require.NoError(t, f.ZeroRange(1000, 20000))
+		clear(data[1000:21000])
+		got := make([]byte, size)
+		_, err := f.ReadAt(got, 0)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(data, got))
+	})
+	t.Run("trim_is_advisory", func(t *testing.T) {
+		err := f.Trim(65536, 65536)
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Skipf("device has no discard: %v", err)
+		}
+		assert.NoError(t, err)
+		// Bytes outside the range are untouched.
+		got := make([]byte, 65536)
+		_, err = f.ReadAt(got, 0)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(data[:65536], got))
+	})
+	t.Run("out_of_range", func(t *testing.T) {
+		assert.ErrorIs(t, f.ZeroRange(size-512, 1024), member.ErrOutOfRange)
+		assert.ErrorIs(t, f.Trim(-512, 1024), member.ErrOutOfRange)
+	})
+	t.Run("exclusive", func(t *testing.T) {
+		excl := openFile(t, dev, member.Options{Exclusive: true})
+		_, err := member.Open(dev, member.Options{Exclusive: true})
+		assert.ErrorIs(t, err, syscall.EBUSY, "a second exclusive open must fail")
+		require.NoError(t, excl.Close())
+	})
+}
+
+func TestMemory(t *testing.T) {
+	m := member.NewMemory(1 << 16)
+	p := make([]byte, 4096)
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = m.WriteAt(p, 1000)
+		_, _ = m.ReadAt(p, 2000)
+	})
+	assert.Zero(t, allocs, "ReadAt/WriteAt must not allocate")
+
+	_, err := m.WriteAt([]byte{1, 2, 3}, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 2, 3}, m.Bytes()[10:13], "Bytes aliases the member")
+	assert.Panics(t, func() { member.NewMemory(-1) })
+}
+
+func BenchmarkMemory(b *testing.B) {
+	m := member.NewMemory(64 << 20)
+	p := make([]byte, 64<<10)
+	b.SetBytes(int64(len(p)))
+	b.RunParallel(func(pb *testing.PB) {
+		off := int64(0)
+		for pb.Next() {
+			_, _ = m.WriteAt(p, off)
+			off = (off + int64(len(p))) % m.Size()
+		}
+	})
+}
+
+func BenchmarkFileWrite(b *testing.B) {
+	for _, direct := range []bool{false, true} {
+		name := "buffered"
+		if direct {
+			name = "direct"
+		}
+		b.Run(name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "m.img")
+			require.NoError(b, member.CreateSparse(path, 64<<20))
+			f, err := member.Open(path, member.Options{Direct: direct})
+			if err != nil {
+				b.Skipf("open: %v", err)
+			}
+			defer f.Close()
+			p := make([]byte, 64<<10)
+			b.SetBytes(int64(len(p)))
+			off := int64(0)
+			for b.Loop() {
+				if _, err := f.WriteAt(p, off); err != nil {
+					b.Fatal(err)
+				}
+				off = (off + int64(len(p))) % f.Size()
+			}
+		})
+	}
+}

@@ -1,0 +1,300 @@
+package raid
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// Create writes fresh superblocks on devs, in role order, and returns the
+// running array. A device that already carries a raidd superblock is
+// refused with ErrInUse unless co.Force is set. The data regions are
+// discarded so that they read as zeroes, which makes mirrors and parity
+// consistent from the start; members that cannot discard are resynced
+// instead. The usable size follows from the smallest member.
+func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
+	if err := co.Validate(); err != nil {
+		return nil, err
+	}
+	if o.ReadOnly {
+		return nil, fmt.Errorf("%w: cannot create a read-only array", ErrConfig)
+	}
+	if co.Chunk == 0 {
+		co.Chunk = stripe.DefaultChunk
+	}
+	var errs []error
+	seen := map[string]bool{}
+	minSize := int64(-1)
+	for _, d := range devs {
+		if seen[d.Path] {
+			errs = append(errs, fmt.Errorf("%w: %s is listed twice", ErrConfig, d.Path))
+		}
+		seen[d.Path] = true
+		old, err := superblock.Read(d.Member)
+		switch {
+		case err == nil && !co.Force:
+			errs = append(errs, fmt.Errorf("%w: %s is member %d of array %q (uuid %s); pass --force to overwrite it", ErrInUse, d.Path, old.Role, old.Name, superblock.FormatUUID(old.ArrayUUID)))
+		case err != nil && !errors.Is(err, superblock.ErrNoMagic) && !co.Force:
+			errs = append(errs, fmt.Errorf("%w: %s carries a damaged raidd superblock (%v); pass --force to overwrite it", ErrInUse, d.Path, err))
+		}
+		if sz := d.Member.Size(); minSize < 0 || sz < minSize {
+			minSize = sz
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	geo, err := stripe.New(co.Level, len(devs), co.Chunk, minSize-superblock.HeaderSize)
+	if err != nil {
+		return nil, fmt.Errorf("raid: create %q: %w", co.Name, err)
+	}
+	now := time.Now().UnixNano()
+	meta := &superblock.Meta{
+		ArrayUUID: superblock.NewUUID(), Name: co.Name, Level: uint32(co.Level),
+		ChunkSize: uint64(geo.Chunk()), RaidDisks: uint32(len(devs)),
+		DataOffset: superblock.HeaderSize, DataSize: uint64(geo.MemberSize()),
+		State: superblock.StateClean, RebuildRole: -1, CreateTime: now,
+	}
+	slots := map[[16]byte]*slot{}
+	for i, d := range devs {
+		u := superblock.NewUUID()
+		meta.Members = append(meta.Members, superblock.MemberInfo{UUID: u, Role: int32(i), State: superblock.MemberActive})
+		slots[u] = &slot{dev: d.Member, path: d.Path, uuid: u, writeMostly: d.WriteMostly}
+		if co.Force {
+			if err := superblock.Erase(d.Member); err != nil {
+				return nil, fmt.Errorf("raid: create: erase %s: %w", d.Path, err)
+			}
+		}
+	}
+	// Zero the data regions so redundancy is consistent without a resync.
+	needResync := false
+	var wg sync.WaitGroup
+	derrs := make([]error, len(devs))
+	for i, d := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			derrs[i] = d.Member.Discard(superblock.HeaderSize, geo.MemberSize())
+		}()
+	}
+	wg.Wait()
+	for i, err := range derrs {
+		if errors.Is(err, errors.ErrUnsupported) {
+			needResync = geo.Level() != stripe.RAID0
+		} else if err != nil {
+			return nil, fmt.Errorf("raid: create: clear %s: %w", devs[i].Path, err)
+		}
+	}
+	if needResync {
+		meta.State = superblock.StateDirty
+	}
+	a, err := newArray(meta, slots, nil, o)
+	if err != nil {
+		return nil, err
+	}
+	a.cfgMu.Lock()
+	err = a.commit()
+	a.dirty.Store(needResync)
+	a.cfgMu.Unlock()
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("raid: create: write superblocks: %w", err)
+	}
+	a.log.Info("array created", "level", geo.Level(), "members", len(devs), "chunk", geo.Chunk(), "size", geo.Size(), "uuid", superblock.FormatUUID(meta.ArrayUUID))
+	if needResync {
+		a.log.Info("members cannot discard: initial resync")
+	}
+	a.start(needResync)
+	return a, nil
+}
+
+type candidate struct {
+	dev  Device
+	meta *superblock.Meta
+}
+
+// Assemble reads the superblocks on devs and starts the array they
+// describe, following mdadm's rules:
+//   - a device without a superblock (ErrNotMember), with a corrupt one
+//     (ErrCorrupt) or belonging to another array (ErrForeign) is refused;
+//   - the member with the highest event counter holds the authoritative
+//     member table;
+//   - a member that table records as failed or removed, or whose own
+//     counter is more than one behind, is stale and left out;
+//   - a member that records the newest member as failed is rejected (its
+//     history diverged: split brain);
+//   - the array starts degraded when the missing roles are within the
+//     level's tolerance, and refuses to start (ErrCannotStart) otherwise.
+//
+// Every refusal names the member and says what to do. Members left out are
+// recorded as failed in the survivors' superblocks. After an unclean
+// shutdown, a background resync makes redundancy consistent.
+func Assemble(devs []Device, o Options) (*Array, error) {
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("%w: no members given", ErrCannotStart)
+	}
+	var (
+		cands []candidate
+		errs  []error
+	)
+	for _, d := range devs {
+		m, err := superblock.Read(d.Member)
+		switch {
+		case errors.Is(err, superblock.ErrNoMagic):
+			errs = append(errs, fmt.Errorf("%w: %s has no raidd superblock; create an array with 'raidd create' or check the path", ErrNotMember, d.Path))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w: %s: %v; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
+		default:
+			cands = append(cands, candidate{d, m})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	newest := cands[0]
+	for _, c := range cands[1:] {
+		if c.meta.Events > newest.meta.Events || (c.meta.Events == newest.meta.Events && c.meta.UpdateTime > newest.meta.UpdateTime) {
+			newest = c
+		}
+	}
+	nm := newest.meta
+	seenUUID := map[[16]byte]string{}
+	for _, c := range cands {
+		if c.meta.ArrayUUID != nm.ArrayUUID {
+			errs = append(errs, fmt.Errorf("%w: %s belongs to array %q (uuid %s), not %q (uuid %s); leave it out", ErrForeign, c.dev.Path, c.meta.Name, superblock.FormatUUID(c.meta.ArrayUUID), nm.Name, superblock.FormatUUID(nm.ArrayUUID)))
+		}
+		if p, dup := seenUUID[c.meta.MemberUUID]; dup {
+			errs = append(errs, fmt.Errorf("%w: %s and %s are the same member (uuid %s); list it once", ErrConfig, p, c.dev.Path, superblock.FormatUUID(c.meta.MemberUUID)))
+		}
+		seenUUID[c.meta.MemberUUID] = c.dev.Path
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	meta := nm.Clone()
+	slots := map[[16]byte]*slot{}
+	var dead []*slot
+	index := map[[16]byte]int{}
+	for i, mi := range meta.Members {
+		index[mi.UUID] = i
+	}
+	log := o.Logger
+	for _, c := range cands {
+		s := &slot{dev: c.dev.Member, path: c.dev.Path, uuid: c.meta.MemberUUID, writeMostly: c.dev.WriteMostly, events: c.meta.Events}
+		i, known := index[c.meta.MemberUUID]
+		reason := ""
+		switch {
+		case !known:
+			reason = "not in the newest member table (it was removed); add it again with 'raidd add'"
+		case c.meta != nm && recordsFailed(c.meta, nm.MemberUUID):
+			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add'", newest.dev.Path)
+		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:
+			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date and must be rebuilt with 'raidd add'", nm.Events, meta.Members[i].State)
+		case c.meta.Events+1 < nm.Events:
+			reason = fmt.Sprintf("stale: event counter %d is behind %d; rebuild it with 'raidd add'", c.meta.Events, nm.Events)
+		case c.meta.DataOffset != nm.DataOffset || c.meta.DataSize != nm.DataSize || c.meta.ChunkSize != nm.ChunkSize || c.meta.Level != nm.Level || c.meta.RaidDisks != nm.RaidDisks:
+			reason = "geometry differs from the newest member's; rebuild it with 'raidd add'"
+		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
+			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d)", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
+		}
+		if reason != "" {
+			s.note = reason
+			dead = append(dead, s)
+			if known && (meta.Members[i].State == superblock.MemberActive || meta.Members[i].State == superblock.MemberRebuilding) {
+				meta.Members[i].State = superblock.MemberFailed
+			}
+			if log != nil {
+				log.Warn("member left out", "array", nm.Name, "path", c.dev.Path, "reason", reason)
+			}
+			continue
+		}
+		slots[s.uuid] = s
+	}
+	// Roles without a present, in-sync member are failed.
+	var missing uint64
+	var why []string
+	for r := 0; r < int(meta.RaidDisks); r++ {
+		ok := false
+		for i := range meta.Members {
+			mi := &meta.Members[i]
+			if int(mi.Role) != r {
+				continue
+			}
+			if mi.State == superblock.MemberRebuilding {
+				// The rebuild cannot be resumed by this version: start over.
+				mi.State = superblock.MemberFailed
+			}
+			if mi.State == superblock.MemberActive {
+				if slots[mi.UUID] != nil {
+					ok = true
+				} else {
+					mi.State = superblock.MemberFailed
+					why = append(why, fmt.Sprintf("role %d (member %s) is missing", r, superblock.FormatUUID(mi.UUID)))
+				}
+			}
+		}
+		if !ok {
+			missing |= 1 << uint(r)
+		}
+	}
+	geo, err := stripe.New(stripe.Level(meta.Level), int(meta.RaidDisks), int64(meta.ChunkSize), int64(meta.DataSize))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if !geo.Survives(missing) {
+		for _, s := range dead {
+			why = append(why, s.path+": "+s.note)
+		}
+		return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; supply the missing members: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), strings.Join(why, "; "))
+	}
+	unclean := meta.State == superblock.StateDirty
+	a, err := newArray(meta, slots, dead, o)
+	if err != nil {
+		return nil, err
+	}
+	a.cfgMu.Lock()
+	if unclean {
+		a.dirty.Store(true)
+	}
+	err = a.commit()
+	a.publish()
+	a.cfgMu.Unlock()
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)
+	}
+	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean)
+	resync := unclean && !o.NoResync && geo.Level() != stripe.RAID0
+	if resync && missing != 0 && geo.Level() == stripe.RAID5 {
+		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
+		resync = false
+	}
+	a.start(resync)
+	return a, nil
+}
+
+func recordsFailed(m *superblock.Meta, u [16]byte) bool {
+	for _, mi := range m.Members {
+		if mi.UUID == u {
+			return mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved
+		}
+	}
+	return false
+}
+
+func roleList(mask uint64) string {
+	var s []string
+	for mask != 0 {
+		r := bits.TrailingZeros64(mask)
+		s = append(s, fmt.Sprint(r))
+		mask &^= 1 << uint(r)
+	}
+	return strings.Join(s, ", ")
+}

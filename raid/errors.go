@@ -1,0 +1,77 @@
+package raid
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+)
+
+var (
+	// ErrFailed is returned by I/O on an array that has lost more members
+	// than its level tolerates. It wraps syscall.EIO so that servers map it
+	// to an I/O error.
+	ErrFailed = fmt.Errorf("raid: array failed: %w", syscall.EIO)
+	// ErrRange is returned for a request outside the array. Reads wrap
+	// EINVAL and writes wrap ENOSPC, as the NBD protocol wants.
+	ErrRange = errors.New("raid: request outside the array")
+	// ErrReadOnly is returned by every write-type call on a read-only array. It wraps EPERM.
+	ErrReadOnly = fmt.Errorf("raid: array is read-only: %w", syscall.EPERM)
+	// ErrClosed is returned by calls on a closed array.
+	ErrClosed = fmt.Errorf("raid: array closed: %w", syscall.ESHUTDOWN)
+	// ErrInconsistent is wrapped by Check when mirrors differ or parity does not match data.
+	ErrInconsistent = errors.New("raid: inconsistent stripe")
+	// ErrInUse is returned by Create for a member that already carries a raidd superblock, unless forced.
+	ErrInUse = errors.New("raid: member already belongs to an array")
+	// ErrNotMember is returned by Assemble for a device without a raidd superblock.
+	ErrNotMember = errors.New("raid: not a raidd member")
+	// ErrForeign is returned by Assemble for a member of another array.
+	ErrForeign = errors.New("raid: member of another array")
+	// ErrCorrupt is returned by Assemble for a member whose superblock cannot be trusted.
+	ErrCorrupt = errors.New("raid: corrupt superblock")
+	// ErrCannotStart is returned by Assemble when too many members are missing or stale.
+	ErrCannotStart = errors.New("raid: array cannot start")
+	// ErrConfig is wrapped by Options and CreateOptions validation errors.
+	ErrConfig = errors.New("raid: invalid configuration")
+	// ErrUnregistered is returned when no personality is registered for a level.
+	ErrUnregistered = errors.New("raid: level not registered")
+
+	// ErrTooManyFailures is returned by a Layout when the members that are
+	// unusable for an operation exceed what the level can work around.
+	ErrTooManyFailures = errors.New("raid: too many member failures")
+	// ErrNeedLock is returned by a Layout's ReadAt when serving the read needs
+	// reconstruction and the caller did not hold the stripe locks; the
+	// Array retries the read under the locks.
+	ErrNeedLock = errors.New("raid: read needs the stripe locks")
+)
+
+// MemberError records a failed operation on one member, shaped like
+// fs.PathError. Several are combined with errors.Join.
+type MemberError struct {
+	Op     string // "read", "write", "sync", "discard", "superblock"
+	Member int    // role index, or -1
+	Path   string
+	Offset int64 // data-region offset, or -1
+	Err    error
+}
+
+func (e *MemberError) Error() string {
+	s := "raid: " + e.Op + " member " + strconv.Itoa(e.Member)
+	if e.Path != "" {
+		s += " (" + e.Path + ")"
+	}
+	if e.Offset >= 0 {
+		s += " at " + strconv.FormatInt(e.Offset, 10)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *MemberError) Unwrap() error { return e.Err }
+
+func rangeError(write bool, off, n, size int64) error {
+	errno := syscall.EINVAL
+	if write {
+		errno = syscall.ENOSPC
+	}
+	return fmt.Errorf("%w: [%d, %d) of %d bytes: %w", ErrRange, off, off+n, size, errno)
+}

@@ -1,0 +1,232 @@
+// Package mirror implements the mirrored personalities, RAID1 and RAID10.
+// They differ only in geometry (stripe.Geometry.Copies says where the copies
+// of a chunk are), so one implementation serves both; raid/raid1 and
+// raid/raid10 register it for their levels.
+//
+// Reads go to one readable copy, spread over the copies by chunk index and
+// avoiding write-mostly members; a copy that fails is marked failed and the
+// read is served from another. Writes go to every writable copy (including
+// a member being rebuilt); the Array holds the stripe locks, so two
+// overlapping writes reach every copy in the same order and mirrors never
+// diverge. A write succeeds while at least one copy of every chunk took it.
+package mirror
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+// Layout is the mirrored personality.
+type Layout struct {
+	g stripe.Geometry
+}
+
+// New returns the mirrored personality for a RAID1 or RAID10 geometry.
+func New(g stripe.Geometry) (raid.Layout, error) {
+	if g.Level() != stripe.RAID1 && g.Level() != stripe.RAID10 {
+		return nil, fmt.Errorf("mirror: %s is not a mirrored level", g.Level())
+	}
+	return &Layout{g: g}, nil
+}
+
+// pick chooses a readable copy of chunk c, rotating by chunk so large reads
+// spread over the copies, preferring members that are not write-mostly.
+func pick(op *raid.Op, locs []stripe.Loc, c int64) int {
+	best := -1
+	n := len(locs)
+	for k := 0; k < n; k++ {
+		i := int((c + int64(k)) % int64(n))
+		m := locs[i].Member
+		if !op.Readable(m) {
+			continue
+		}
+		if !op.Slow(m) {
+			return i
+		}
+		if best < 0 {
+			best = i
+		}
+	}
+	return best
+}
+
+// ReadAt reads each chunk from one copy, retrying on another copy when a member fails.
+func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
+	for {
+		exts := op.Extents(off, int64(len(p)))
+		for _, e := range exts {
+			locs := op.Copies(e.Chunk, e.Off-e.Row*l.g.Chunk())
+			i := pick(op, locs, e.Chunk)
+			if i < 0 {
+				return raid.ErrTooManyFailures
+			}
+			op.Read(locs[i].Member, p[e.BufOff:e.BufOff+e.Len], locs[i].Off)
+		}
+		if op.Run() == 0 {
+			return nil
+		}
+		// Some member failed: read everything again from the survivors.
+		// Simple and rare; a failed member is never chosen again.
+	}
+}
+
+// forCopies queues fn for every writable copy of every extent of [off, off+n).
+// It fails if some chunk has no writable copy left.
+func (l *Layout) forCopies(op *raid.Op, off, n int64, fn func(m int, e stripe.Extent, memOff int64)) error {
+	if l.g.Level() == stripe.RAID1 {
+		// Every member holds the array at the same offsets: one I/O per member.
+		any := false
+		for m := 0; m < l.g.Members(); m++ {
+			if op.Writable(m) {
+				fn(m, stripe.Extent{Len: n}, off)
+				any = true
+			}
+		}
+		if !any {
+			return raid.ErrTooManyFailures
+		}
+		return nil
+	}
+	for _, e := range op.Extents(off, n) {
+		in := e.Off - e.Row*l.g.Chunk()
+		any := false
+		for _, loc := range op.Copies(e.Chunk, in) {
+			if op.Writable(loc.Member) {
+				fn(loc.Member, e, loc.Off)
+				any = true
+			}
+		}
+		if !any {
+			return raid.ErrTooManyFailures
+		}
+	}
+	return nil
+}
+
+// survived checks that every chunk of [off, off+n) still has a copy that
+// took the write after the members that failed during it are removed.
+func (l *Layout) survived(op *raid.Op, off, n int64) error {
+	ok := true
+	for _, e := range op.Extents(off, n) {
+		in := e.Off - e.Row*l.g.Chunk()
+		any := false
+		for _, loc := range op.Copies(e.Chunk, in) {
+			if op.Writable(loc.Member) {
+				any = true
+			}
+		}
+		ok = ok && any
+	}
+	if !ok {
+		return raid.ErrTooManyFailures
+	}
+	return nil
+}
+
+// WriteAt writes every writable copy.
+func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
+	err := l.forCopies(op, off, int64(len(p)), func(m int, e stripe.Extent, memOff int64) {
+		op.Write(m, p[e.BufOff:e.BufOff+e.Len], memOff)
+	})
+	if err != nil {
+		return err
+	}
+	if op.Run() == 0 {
+		return nil
+	}
+	return l.survived(op, off, int64(len(p)))
+}
+
+// Discard discards every writable copy.
+func (l *Layout) Discard(op *raid.Op, off, n int64) error {
+	err := l.forCopies(op, off, n, func(m int, e stripe.Extent, memOff int64) {
+		op.Discard(m, memOff, e.Len)
+	})
+	if err != nil {
+		return err
+	}
+	if op.Run() == 0 {
+		return nil
+	}
+	return l.survived(op, off, n)
+}
+
+// rowChunks calls fn for every array chunk with a copy in member row row.
+func (l *Layout) rowChunks(row int64, fn func(c int64) error) error {
+	first, last := l.g.RowStripes(row)
+	for c := first; c <= last; c++ {
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resync copies each chunk of the row from one readable copy to the other writable copies.
+func (l *Layout) Resync(op *raid.Op, row int64) error {
+	return l.rowChunks(row, func(c int64) error { return l.copyChunk(op, c, -1) })
+}
+
+// Rebuild writes every chunk with a copy on target in the row from a readable copy.
+func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
+	return l.rowChunks(row, func(c int64) error { return l.copyChunk(op, c, target) })
+}
+
+// copyChunk reads chunk c from a readable copy and writes it to the other
+// writable copies (only to target if target >= 0).
+func (l *Layout) copyChunk(op *raid.Op, c int64, target int) error {
+	chunk := l.g.Chunk()
+	buf := op.Buf(chunk)
+	for {
+		locs := op.Copies(c, 0)
+		i := pick(op, locs, 0)
+		if i < 0 {
+			return raid.ErrTooManyFailures
+		}
+		src := locs[i]
+		op.Read(src.Member, buf, src.Off)
+		if op.Run() != 0 {
+			continue
+		}
+		locs = op.Copies(c, 0)
+		for _, loc := range locs {
+			if loc.Member == src.Member || !op.Writable(loc.Member) || (target >= 0 && loc.Member != target) {
+				continue
+			}
+			op.Write(loc.Member, buf, loc.Off)
+		}
+		op.Run()
+		return nil
+	}
+}
+
+// Check compares every readable copy of each chunk of the row.
+func (l *Layout) Check(op *raid.Op, row int64) error {
+	chunk := l.g.Chunk()
+	return l.rowChunks(row, func(c int64) error {
+		locs := op.Copies(c, 0)
+		var first []byte
+		firstM := -1
+		for _, loc := range locs {
+			if !op.Readable(loc.Member) {
+				continue
+			}
+			buf := op.Buf(chunk)
+			op.Read(loc.Member, buf, loc.Off)
+			if op.Run() != 0 {
+				continue
+			}
+			if first == nil {
+				first, firstM = buf, loc.Member
+				continue
+			}
+			if !bytes.Equal(first, buf) {
+				return fmt.Errorf("%w: chunk %d differs between members %d and %d", raid.ErrInconsistent, c, firstM, loc.Member)
+			}
+		}
+		return nil
+	})
+}

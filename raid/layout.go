@@ -1,0 +1,67 @@
+package raid
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/raidd/raidd/stripe"
+)
+
+// Layout is a RAID personality: how to read, write, discard, resync, rebuild
+// and check around member states. The Array validates requests and holds the
+// stripe locks before it calls a Layout (except for reads on a healthy
+// array, which run unlocked; a Layout that finds it must reconstruct
+// returns ErrNeedLock and is called again under the locks). A Layout never
+// validates user input, never takes locks and never changes member states:
+// member failures go through the Op, which records them, and the Array
+// persists them before the request is acknowledged.
+type Layout interface {
+	// ReadAt fills p with array bytes [off, off+len(p)).
+	ReadAt(op *Op, p []byte, off int64) error
+	// WriteAt stores p at array offset off on every writable member that
+	// needs it. With op.Zero set, p is all zeroes and the Layout may use it
+	// to release space.
+	WriteAt(op *Op, p []byte, off int64) error
+	// Discard makes [off, off+n) read as zeroes, keeping redundancy consistent.
+	Discard(op *Op, off, n int64) error
+	// Resync makes member row row consistent: parity recomputed from data,
+	// or mirrors copied from one readable copy. Used after an unclean
+	// shutdown and at creation.
+	Resync(op *Op, row int64) error
+	// Rebuild reconstructs member row row onto member target, which is
+	// writable but not readable.
+	Rebuild(op *Op, row int64, target int) error
+	// Check reports an error wrapping ErrInconsistent if row row's copies or
+	// parity disagree.
+	Check(op *Op, row int64) error
+}
+
+// NewLayout builds a personality for a validated geometry.
+type NewLayout func(g stripe.Geometry) (Layout, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[stripe.Level]NewLayout{}
+)
+
+// Register makes a personality available for a level. Each personality
+// package calls it from init; import the package (raid/raid0, raid1, raid5,
+// raid10) to enable its level. Registering a level twice panics.
+func Register(level stripe.Level, f NewLayout) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[level]; dup {
+		panic("raid: level registered twice: " + level.String())
+	}
+	registry[level] = f
+}
+
+func newLayout(g stripe.Geometry) (Layout, error) {
+	registryMu.RLock()
+	f := registry[g.Level()]
+	registryMu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("%w: %s (import github.com/raidd/raidd/raid/%s)", ErrUnregistered, g.Level(), g.Level())
+	}
+	return f(g)
+}

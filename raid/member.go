@@ -1,0 +1,23 @@
+package raid
+
+import "io"
+
+// Member is one backing device: a regular file, a block device or, in tests,
+// memory. ReadAt and WriteAt follow io.ReaderAt and io.WriterAt exactly
+// (n < len(p) implies err != nil; p is never retained). Concurrent calls on
+// non-overlapping ranges are allowed. Offsets are absolute on the device: the
+// superblock header lives at the start and the data region follows it.
+type Member interface {
+	io.ReaderAt
+	io.WriterAt
+	// Sync returns once every WriteAt and Discard that returned before it
+	// was called is durable (fdatasync for files and block devices).
+	Sync() error
+	// Discard makes [off, off+n) read as zeroes afterwards, releasing space
+	// where the device can, or returns an error wrapping
+	// errors.ErrUnsupported when it cannot guarantee zeroes.
+	Discard(off, n int64) error
+	// Size is the device's size in bytes, fixed for the member's lifetime.
+	Size() int64
+	io.Closer
+}

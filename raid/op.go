@@ -1,0 +1,287 @@
+package raid
+
+import (
+	"bytes"
+	"errors"
+	"math/bits"
+	"sync"
+
+	"github.com/raidd/raidd/stripe"
+)
+
+// View is an immutable snapshot of the member set: which devices fill which
+// roles and which of them may be read or written. The Array publishes a new
+// View through an atomic pointer whenever a member changes state; requests
+// take the current View once and use it throughout.
+type View struct {
+	geo      stripe.Geometry
+	dataOff  int64
+	devs     []Member // by role; nil for a missing role
+	readable uint64   // roles that are active and in sync
+	writable uint64   // roles that receive writes (active or rebuilding)
+	slow     uint64   // write-mostly roles: read only when nothing else can serve
+	failed   bool     // the array has lost more than it tolerates
+}
+
+// Geometry returns the array geometry.
+func (v *View) Geometry() stripe.Geometry { return v.geo }
+
+// Degraded reports whether any role is not readable.
+func (v *View) Degraded() bool { return v.readable != fullMask(v.geo.Members()) }
+
+func fullMask(n int) uint64 {
+	if n >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<uint(n) - 1
+}
+
+type ioKind uint8
+
+const (
+	ioRead ioKind = iota
+	ioWrite
+	ioDiscard
+	ioSync
+)
+
+var ioNames = [...]string{"read", "write", "discard", "sync"}
+
+// ioReq is one member operation of a request, run by the Array's workers.
+type ioReq struct {
+	kind ioKind
+	m    int
+	dev  Member
+	p    []byte
+	off  int64 // absolute device offset
+	n    int64
+	err  error
+	wg   *sync.WaitGroup
+}
+
+func (r *ioReq) do() {
+	switch r.kind {
+	case ioRead:
+		_, r.err = r.dev.ReadAt(r.p, r.off)
+	case ioWrite:
+		_, r.err = r.dev.WriteAt(r.p, r.off)
+	case ioDiscard:
+		r.err = r.dev.Discard(r.off, r.n)
+	case ioSync:
+		r.err = r.dev.Sync()
+	}
+}
+
+// Op is the context of one request while a Layout serves it. Layouts queue
+// member I/O on it (Read, Write, Discard), run the queue with Run, and read
+// which members are usable. Member failures seen by Run are recorded on the
+// Op; the Array marks those members failed and persists that before the
+// request completes. An Op is owned by one goroutine; it is pooled and
+// must not be retained after the Layout call returns.
+type Op struct {
+	a      *Array
+	v      *View
+	geo    stripe.Geometry
+	locked bool
+	// Zero is set when the data being written is all zeroes (write-zeroes
+	// and discard of partial parity stripes).
+	Zero bool
+	// noElide disables turning all-zero member writes into discards
+	// (write-zeroes with NO_HOLE).
+	noElide bool
+
+	failed  uint64 // members that failed during this op
+	errs    [stripe.MaxMembers]error
+	touched uint64 // members written (for FUA)
+
+	batch []ioReq
+	wg    sync.WaitGroup
+	exts  []stripe.Extent
+	locs  []stripe.Loc
+	bufs  []*[]byte
+	// Shards is scratch space for parity code: a slice with one entry per member.
+	Shards [][]byte
+	// Scratch is a second scratch slice of the same length.
+	Scratch [][]byte
+}
+
+// Geometry returns the geometry of the array.
+func (op *Op) Geometry() stripe.Geometry { return op.geo }
+
+// Locked reports whether the caller holds the stripe locks of the request.
+func (op *Op) Locked() bool { return op.locked }
+
+// Readable reports whether member m may serve reads in this op.
+func (op *Op) Readable(m int) bool {
+	return op.v.readable&^op.failed&(1<<uint(m)) != 0
+}
+
+// Writable reports whether member m must receive writes in this op.
+func (op *Op) Writable(m int) bool {
+	return op.v.writable&^op.failed&(1<<uint(m)) != 0
+}
+
+// Slow reports whether member m is write-mostly: readers prefer other copies.
+func (op *Op) Slow(m int) bool { return op.v.slow&(1<<uint(m)) != 0 }
+
+// Unreadable returns the number of members that cannot serve reads.
+func (op *Op) Unreadable() int {
+	return op.geo.Members() - bits.OnesCount64(op.v.readable&^op.failed&fullMask(op.geo.Members()))
+}
+
+// Extents returns the extents of [off, off+n) in scratch space owned by the op.
+func (op *Op) Extents(off, n int64) []stripe.Extent {
+	op.exts = op.geo.Extents(op.exts[:0], off, n)
+	return op.exts
+}
+
+// Copies returns the copies of chunk c at chunk offset in, in scratch space
+// owned by the op.
+func (op *Op) Copies(c, in int64) []stripe.Loc {
+	op.locs = op.geo.Copies(op.locs[:0], c, in)
+	return op.locs
+}
+
+// Buf returns a scratch buffer of n bytes (n ≤ chunk size) whose contents
+// are undefined. It is returned to the pool when the op ends.
+func (op *Op) Buf(n int64) []byte {
+	b := op.a.bufPool.Get().(*[]byte)
+	op.bufs = append(op.bufs, b)
+	return (*b)[:n]
+}
+
+// Zeroes returns n ≤ chunk size bytes of zeroes that must not be modified.
+func (op *Op) Zeroes(n int64) []byte { return op.a.zero[:n] }
+
+func (op *Op) queue(kind ioKind, m int, p []byte, off, n int64) {
+	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.devs[m], p: p, off: off, n: n})
+}
+
+// Read queues a read of len(p) bytes at data-region offset off of member m.
+func (op *Op) Read(m int, p []byte, off int64) {
+	op.queue(ioRead, m, p, op.v.dataOff+off, int64(len(p)))
+}
+
+// Write queues a write of p at data-region offset off of member m. An
+// aligned all-zero write becomes a discard when the array elides zeroes.
+func (op *Op) Write(m int, p []byte, off int64) {
+	op.touched |= 1 << uint(m)
+	if !op.noElide && op.a.zeroElide && len(p) >= elideMin && off%elideMin == 0 && len(p)%elideMin == 0 && isZero(p) {
+		op.queue(ioDiscard, m, nil, op.v.dataOff+off, int64(len(p)))
+		return
+	}
+	op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
+}
+
+// Discard queues a discard of [off, off+n) of member m's data region. If the
+// member cannot discard, zeroes are written instead.
+func (op *Op) Discard(m int, off, n int64) {
+	op.touched |= 1 << uint(m)
+	op.queue(ioDiscard, m, nil, op.v.dataOff+off, n)
+}
+
+// elideMin is the granularity at which all-zero writes become discards.
+const elideMin = 4096
+
+func isZero(p []byte) bool {
+	for len(p) > 0 {
+		n := min(len(p), len(zeroPage))
+		if !bytes.Equal(p[:n], zeroPage[:n]) {
+			return false
+		}
+		p = p[n:]
+	}
+	return true
+}
+
+var zeroPage [64 << 10]byte
+
+// Run executes the queued member I/O in parallel and clears the queue. It
+// returns the number of operations that failed; each failed member is
+// recorded on the op and is no longer Readable or Writable in it.
+func (op *Op) Run() int {
+	n := len(op.batch)
+	if n == 0 {
+		return 0
+	}
+	op.wg.Add(n - 1)
+	for i := 0; i < n-1; i++ {
+		r := &op.batch[i]
+		r.wg = &op.wg
+		op.a.reqs <- r
+	}
+	op.batch[n-1].do()
+	op.wg.Wait()
+	bad := 0
+	for i := range op.batch {
+		r := &op.batch[i]
+		if r.err != nil && r.kind == ioDiscard && errors.Is(r.err, errors.ErrUnsupported) {
+			r.err = op.writeZeroes(r.dev, r.off, r.n)
+		}
+		if r.err != nil {
+			bad++
+			op.fail(r.m, &MemberError{Op: ioNames[r.kind], Member: r.m, Offset: r.off - op.v.dataOff, Err: r.err})
+		} else if r.kind == ioWrite {
+			op.a.stats.memberWritten.Add(r.n)
+		} else if r.kind == ioDiscard {
+			op.a.stats.memberDiscarded.Add(r.n)
+		}
+		r.p, r.dev, r.wg, r.err = nil, nil, nil, nil
+	}
+	op.batch = op.batch[:0]
+	return bad
+}
+
+// writeZeroes is the fallback for members that cannot discard.
+func (op *Op) writeZeroes(dev Member, off, n int64) error {
+	for n > 0 {
+		k := min(n, int64(len(op.a.zero)))
+		if _, err := dev.WriteAt(op.a.zero[:k], off); err != nil {
+			return err
+		}
+		op.a.stats.memberWritten.Add(k)
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+func (op *Op) fail(m int, err error) {
+	if op.failed&(1<<uint(m)) == 0 {
+		op.failed |= 1 << uint(m)
+		op.errs[m] = err
+	}
+}
+
+// Failed reports whether member m failed during this op.
+func (op *Op) Failed(m int) bool { return op.failed&(1<<uint(m)) != 0 }
+
+// Fail records that member m must be treated as failed (for example, a
+// Layout found it returns data it cannot trust).
+func (op *Op) Fail(m int, err error) { op.fail(m, err) }
+
+// memberErrors joins the recorded member errors.
+func (op *Op) memberErrors() error {
+	var errs []error
+	for m := 0; m < op.geo.Members(); m++ {
+		if op.failed&(1<<uint(m)) != 0 {
+			errs = append(errs, op.errs[m])
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (op *Op) reset() {
+	for _, b := range op.bufs {
+		op.a.bufPool.Put(b)
+	}
+	op.bufs = op.bufs[:0]
+	for m := 0; m < op.geo.Members(); m++ {
+		op.errs[m] = nil
+	}
+	op.failed, op.touched, op.Zero, op.noElide, op.locked = 0, 0, false, false, false
+	op.v = nil
+	for i := range op.Shards {
+		op.Shards[i], op.Scratch[i] = nil, nil
+	}
+}

@@ -1,0 +1,55 @@
+// Package raid0 registers the RAID0 personality: chunks striped over N ≥ 2
+// members with no redundancy. Array chunk c lives on member c mod N. Any
+// member failure fails the array: reads and writes that need it return an
+// error (never wrong data), and the failure is recorded in the superblocks.
+package raid0
+
+import (
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+func init() { raid.Register(stripe.RAID0, New) }
+
+// Layout is the RAID0 personality.
+type Layout struct{}
+
+// New returns the RAID0 personality.
+func New(stripe.Geometry) (raid.Layout, error) { return Layout{}, nil }
+
+func (Layout) each(op *raid.Op, off, n int64, read bool, fn func(e stripe.Extent)) error {
+	for _, e := range op.Extents(off, n) {
+		if (read && !op.Readable(e.Member)) || (!read && !op.Writable(e.Member)) {
+			return raid.ErrTooManyFailures
+		}
+		fn(e)
+	}
+	if op.Run() != 0 {
+		return raid.ErrTooManyFailures
+	}
+	return nil
+}
+
+// ReadAt reads each extent from its member.
+func (l Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
+	return l.each(op, off, int64(len(p)), true, func(e stripe.Extent) { op.Read(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off) })
+}
+
+// WriteAt writes each extent to its member.
+func (l Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
+	return l.each(op, off, int64(len(p)), false, func(e stripe.Extent) { op.Write(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off) })
+}
+
+// Discard discards each extent on its member.
+func (l Layout) Discard(op *raid.Op, off, n int64) error {
+	return l.each(op, off, n, false, func(e stripe.Extent) { op.Discard(e.Member, e.Off, e.Len) })
+}
+
+// Resync has nothing to make consistent.
+func (Layout) Resync(*raid.Op, int64) error { return nil }
+
+// Rebuild is impossible without redundancy.
+func (Layout) Rebuild(*raid.Op, int64, int) error { return raid.ErrTooManyFailures }
+
+// Check has nothing to compare.
+func (Layout) Check(*raid.Op, int64) error { return nil }

@@ -1,0 +1,483 @@
+// Package raid5 registers the RAID5 personality: N ≥ 3 members, one chunk
+// of parity per row, rotating in md's default left-symmetric layout, so the
+// array survives the loss of any one member.
+//
+// Parity is plain XOR, computed by klauspost/reedsolomon with
+// WithFastOneParityMatrix (without that option the library's single parity
+// is not XOR and not md-compatible) and WithMaxGoroutines(1): raidd gets its
+// parallelism from many stripes in flight, and splitting one stripe's shards
+// over goroutines was measured slower.
+//
+// # Writes
+//
+// A write is split by row. For each row the layout picks, from the member
+// states and what the write covers, the plan that needs the fewest member
+// reads:
+//
+//   - full stripe: every data chunk is replaced, parity is computed from the
+//     new data, and nothing is read;
+//   - reconstruct-write (RCW): read the parts of the untouched data chunks
+//     that share the written range, compute parity from scratch;
+//   - read-modify-write (RMW): read the old data being replaced and the old
+//     parity, and apply the delta (P ^= old ^ new).
+//
+// In a degraded row the plan is forced: with the parity member gone, data is
+// written without parity; with a data member gone that the write does not
+// touch, RMW (which never needs it); with a data member gone that the write
+// touches, RCW that first reconstructs the missing chunk's old contents from
+// parity, so the survivors' parity describes the new data. Reads happen
+// before any write of the row, so a member that fails during the reads only
+// changes the plan; a member that fails during the writes leaves the row
+// consistent in the degraded sense (parity was computed with the new data).
+//
+// # Discards
+//
+// Whole rows are discarded on every member, parity included: XOR of zeroes
+// is zero, so the row stays consistent. Partial rows are written as zeroes
+// through the normal plans; the array turns aligned all-zero member writes,
+// parity included, into holes.
+package raid5
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/klauspost/reedsolomon"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+func init() { raid.Register(stripe.RAID5, New) }
+
+// Layout is the RAID5 personality. It is safe for concurrent use: the
+// encoder is shared and stateless per call.
+type Layout struct {
+	g     stripe.Geometry
+	enc   reedsolomon.Encoder
+	n, dk int
+	chunk int64
+}
+
+// New returns the RAID5 personality for a geometry.
+func New(g stripe.Geometry) (raid.Layout, error) {
+	if g.Level() != stripe.RAID5 {
+		return nil, fmt.Errorf("raid5: geometry is %s", g.Level())
+	}
+	dk := g.Members() - 1
+	enc, err := reedsolomon.New(dk, 1, reedsolomon.WithFastOneParityMatrix(), reedsolomon.WithMaxGoroutines(1))
+	if err != nil {
+		return nil, fmt.Errorf("raid5: encoder: %w", err)
+	}
+	return &Layout{g: g, enc: enc, n: g.Members(), dk: dk, chunk: g.Chunk()}, nil
+}
+
+// xor sets dst ^= src with the encoder's SIMD XOR (parity coefficient 1).
+func (l *Layout) xor(op *raid.Op, dst, src []byte) {
+	par := op.Scratch[:1]
+	par[0] = dst
+	if err := l.enc.EncodeIdx(src, 0, par); err != nil {
+		panic("raid5: xor: " + err.Error()) // lengths are equal by construction
+	}
+	par[0] = nil
+}
+
+// encode computes shards[dk] from shards[:dk].
+func (l *Layout) encode(shards [][]byte) {
+	if err := l.enc.Encode(shards); err != nil {
+		panic("raid5: encode: " + err.Error()) // lengths are equal by construction
+	}
+}
+
+// unreadableInRow returns how many members are unreadable and one of them.
+func (l *Layout) unreadable(op *raid.Op) (count, which int) {
+	which = -1
+	for m := 0; m < l.n; m++ {
+		if !op.Readable(m) {
+			count++
+			which = m
+		}
+	}
+	return count, which
+}
+
+// ReadAt reads data chunks directly; chunks on unreadable members are
+// reconstructed from the rest of their row, under the stripe locks.
+func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
+	exts := op.Extents(off, int64(len(p)))
+	recon := false
+	for _, e := range exts {
+		if op.Readable(e.Member) {
+			op.Read(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
+		} else {
+			recon = true
+		}
+	}
+	if op.Run() != 0 {
+		recon = true
+	}
+	if !recon {
+		return nil
+	}
+	if !op.Locked() {
+		return raid.ErrNeedLock
+	}
+	for {
+		exts = op.Extents(off, int64(len(p)))
+		again := false
+		for _, e := range exts {
+			if op.Readable(e.Member) {
+				continue
+			}
+			switch err := l.reconstruct(op, e.Row, e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off); err {
+			case nil:
+			case errRetry:
+				again = true
+			default:
+				return err
+			}
+		}
+		if !again {
+			return nil
+		}
+	}
+}
+
+var errRetry = fmt.Errorf("raid5: member failed, plan again")
+
+// reconstruct fills dst with member target's bytes at member offset off of
+// row row, from the XOR of every other member's same bytes.
+func (l *Layout) reconstruct(op *raid.Op, row int64, target int, dst []byte, off int64) error {
+	first := true
+	for m := 0; m < l.n; m++ {
+		if m == target {
+			continue
+		}
+		if !op.Readable(m) {
+			return raid.ErrTooManyFailures
+		}
+		if first {
+			op.Read(m, dst, off)
+			first = false
+			continue
+		}
+		b := op.Buf(int64(len(dst)))
+		op.Shards[m] = b
+		op.Read(m, b, off)
+	}
+	if op.Run() != 0 {
+		return raid.ErrTooManyFailures
+	}
+	first = true
+	for m := 0; m < l.n; m++ {
+		if m == target {
+			continue
+		}
+		if first {
+			first = false
+			continue
+		}
+		l.xor(op, dst, op.Shards[m])
+		op.Shards[m] = nil
+	}
+	return nil
+}
+
+// rowWrite describes the part of one row a write touches.
+type rowWrite struct {
+	row    int64
+	base   int64 // member offset of the row
+	lo, hi int64 // union of written chunk-relative ranges
+	// per data index: written range [a, b) and its data; len(data) == 0 if untouched
+	a, b [stripe.MaxMembers]int64
+	data [stripe.MaxMembers][]byte
+}
+
+func (w *rowWrite) touched(i int) bool { return len(w.data[i]) != 0 }
+
+// covers reports whether data index i is written over all of [lo, hi).
+func (w *rowWrite) covers(i int) bool {
+	return w.touched(i) && w.a[i] <= w.lo && w.b[i] >= w.hi
+}
+
+// WriteAt writes p row by row (see the package doc for the plans).
+func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
+	return l.write(op, p, off, int64(len(p)))
+}
+
+// write writes p (or zeroes when p is nil) to [off, off+n).
+func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
+	var w rowWrite
+	exts := op.Extents(off, n)
+	for i := 0; i < len(exts); {
+		j := i
+		row := exts[i].Row
+		w.row, w.base, w.lo, w.hi = row, row*l.chunk, l.chunk, 0
+		for k := range w.data[:l.dk] {
+			w.data[k] = nil
+		}
+		for ; j < len(exts) && exts[j].Row == row; j++ {
+			e := exts[j]
+			in := e.Off - w.base
+			w.a[e.Index], w.b[e.Index] = in, in+e.Len
+			if p == nil {
+				w.data[e.Index] = op.Zeroes(e.Len)
+			} else {
+				w.data[e.Index] = p[e.BufOff : e.BufOff+e.Len]
+			}
+			w.lo, w.hi = min(w.lo, in), max(w.hi, in+e.Len)
+		}
+		// exts is op scratch: writeRow must not call op.Extents. It doesn't.
+		if err := l.writeRow(op, &w); err != nil {
+			return err
+		}
+		i = j
+	}
+	op.Run()
+	if c, _ := l.unreadable(op); c > 1 {
+		return raid.ErrTooManyFailures
+	}
+	return nil
+}
+
+// writeRow plans and performs one row's write. It queues the final member
+// writes without running them when the row needed no reads, so that
+// consecutive full-stripe rows go out together; the caller runs the queue.
+func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
+	pm := l.g.ParityMember(w.row)
+	for {
+		cnt, x := l.unreadable(op)
+		if cnt > 1 {
+			return raid.ErrTooManyFailures
+		}
+		var err error
+		switch {
+		case x == pm && !op.Writable(pm):
+			l.queueData(op, w)
+			return nil
+		case x >= 0 && x != pm:
+			xi := l.g.DataIndex(w.row, x)
+			if w.touched(xi) {
+				err = l.rcw(op, w, pm, x, !w.covers(xi))
+			} else {
+				err = l.rmw(op, w, pm)
+			}
+		default: // healthy row, or parity being rebuilt (writable, unreadable)
+			rmwReads, rcwReads := 1, 0
+			for i := 0; i < l.dk; i++ {
+				if w.touched(i) {
+					rmwReads++
+				}
+				if !w.covers(i) {
+					rcwReads++
+				}
+			}
+			if x == pm || rcwReads <= rmwReads {
+				err = l.rcw(op, w, pm, -1, false)
+			} else {
+				err = l.rmw(op, w, pm)
+			}
+		}
+		if err != errRetry {
+			return err
+		}
+	}
+}
+
+// queueData queues the writes of the new data chunks.
+func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
+	for i := 0; i < l.dk; i++ {
+		if m := l.g.DataMember(w.row, i); w.touched(i) && op.Writable(m) {
+			op.Write(m, w.data[i], w.base+w.a[i])
+		}
+	}
+}
+
+// rcw is reconstruct-write. x is the unreadable data member (or -1); with
+// reconstructX, x's old bytes in [lo, hi) are rebuilt from parity first.
+func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) error {
+	width := w.hi - w.lo
+	shards := op.Shards[:l.dk+1]
+	reads := false
+	for i := 0; i < l.dk; i++ {
+		m := l.g.DataMember(w.row, i)
+		if w.covers(i) && !reconstructX {
+			shards[i] = w.data[i][w.lo-w.a[i] : w.hi-w.a[i]]
+			continue
+		}
+		shards[i] = op.Buf(width)
+		if m != x {
+			op.Read(m, shards[i], w.base+w.lo)
+			reads = true
+		}
+	}
+	pbuf := op.Buf(width)
+	if reconstructX {
+		op.Read(pm, pbuf, w.base+w.lo)
+		reads = true
+	}
+	if reads && op.Run() != 0 {
+		return errRetry
+	}
+	if reconstructX {
+		xi := l.g.DataIndex(w.row, x)
+		copy(shards[xi], pbuf)
+		for i := 0; i < l.dk; i++ {
+			if i != xi {
+				l.xor(op, shards[xi], shards[i])
+			}
+		}
+	}
+	// Overlay the new data on the buffers that were read.
+	for i := 0; i < l.dk; i++ {
+		if w.touched(i) && (reconstructX || !w.covers(i)) {
+			copy(shards[i][w.a[i]-w.lo:], w.data[i])
+		}
+	}
+	shards[l.dk] = pbuf
+	l.encode(shards)
+	l.queueData(op, w)
+	if op.Writable(pm) {
+		op.Write(pm, pbuf, w.base+w.lo)
+	}
+	if reads {
+		op.Run()
+	}
+	return nil
+}
+
+// rmw is read-modify-write: P ^= old ^ new for each written range.
+func (l *Layout) rmw(op *raid.Op, w *rowWrite, pm int) error {
+	width := w.hi - w.lo
+	old := op.Shards // by data index
+	for i := 0; i < l.dk; i++ {
+		old[i] = nil
+		if w.touched(i) {
+			old[i] = op.Buf(w.b[i] - w.a[i])
+			op.Read(l.g.DataMember(w.row, i), old[i], w.base+w.a[i])
+		}
+	}
+	pbuf := op.Buf(width)
+	op.Read(pm, pbuf, w.base+w.lo)
+	if op.Run() != 0 {
+		return errRetry
+	}
+	for i := 0; i < l.dk; i++ {
+		if w.touched(i) {
+			d := old[i]
+			old[i] = nil
+			l.xor(op, d, w.data[i])
+			l.xor(op, pbuf[w.a[i]-w.lo:w.b[i]-w.lo], d)
+		}
+	}
+	l.queueData(op, w)
+	if op.Writable(pm) {
+		op.Write(pm, pbuf, w.base+w.lo)
+	}
+	op.Run()
+	return nil
+}
+
+// Discard discards whole rows on every member and writes zeroes to partial rows.
+func (l *Layout) Discard(op *raid.Op, off, n int64) error {
+	width := l.g.StripeWidth()
+	end := off + n
+	// Leading partial row.
+	if r := off % width; r != 0 {
+		k := min(n, width-r)
+		if err := l.write(op, nil, off, k); err != nil {
+			return err
+		}
+		off += k
+	}
+	// Whole rows: one discard per member.
+	if full := (end - off) / width; full > 0 {
+		row := off / width
+		for m := 0; m < l.n; m++ {
+			if op.Writable(m) {
+				op.Discard(m, row*l.chunk, full*l.chunk)
+			}
+		}
+		op.Run()
+		if c, _ := l.unreadable(op); c > 1 {
+			return raid.ErrTooManyFailures
+		}
+		off += full * width
+	}
+	if off < end {
+		return l.write(op, nil, off, end-off)
+	}
+	return nil
+}
+
+// readRow reads the whole row of every member except skip into op.Shards.
+func (l *Layout) readRow(op *raid.Op, row int64, skip int) bool {
+	for m := 0; m < l.n; m++ {
+		if m == skip {
+			continue
+		}
+		op.Shards[m] = op.Buf(l.chunk)
+		op.Read(m, op.Shards[m], row*l.chunk)
+	}
+	return op.Run() == 0
+}
+
+// Resync recomputes the row's parity and rewrites it where it differs.
+// A row with an unreadable member cannot be verified and is left alone.
+func (l *Layout) Resync(op *raid.Op, row int64) error {
+	if c, _ := l.unreadable(op); c > 0 {
+		return nil
+	}
+	if !l.readRow(op, row, -1) {
+		return nil // the failed member is recorded; the row is now degraded
+	}
+	pm := l.g.ParityMember(row)
+	want := op.Buf(l.chunk)
+	copy(want, op.Shards[(pm+1)%l.n])
+	for m := 0; m < l.n; m++ {
+		if m != pm && m != (pm+1)%l.n {
+			l.xor(op, want, op.Shards[m])
+		}
+	}
+	if !bytes.Equal(want, op.Shards[pm]) {
+		op.Write(pm, want, row*l.chunk)
+		op.Run()
+	}
+	return nil
+}
+
+// Rebuild writes target's chunk of the row, the XOR of all the others.
+func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
+	for m := 0; m < l.n; m++ {
+		if m != target && !op.Readable(m) {
+			return raid.ErrTooManyFailures
+		}
+	}
+	dst := op.Buf(l.chunk)
+	if err := l.reconstruct(op, row, target, dst, row*l.chunk); err != nil {
+		return err
+	}
+	op.Write(target, dst, row*l.chunk)
+	op.Run()
+	return nil
+}
+
+// Check verifies that the XOR of the row's chunks on all members is zero.
+func (l *Layout) Check(op *raid.Op, row int64) error {
+	if c, _ := l.unreadable(op); c > 0 {
+		return nil
+	}
+	if !l.readRow(op, row, -1) {
+		return nil
+	}
+	acc := op.Shards[0]
+	for m := 1; m < l.n; m++ {
+		l.xor(op, acc, op.Shards[m])
+	}
+	for i, b := range acc {
+		if b != 0 {
+			return fmt.Errorf("%w: row %d parity mismatch at chunk offset %d", raid.ErrInconsistent, row, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package raid
+
+import (
+	"sort"
+
+	"github.com/raidd/raidd/raid/superblock"
+)
+
+// Status is a snapshot of an array's state, for `raidd status` and logs.
+type Status struct {
+	Name     string         `json:"name"`
+	UUID     string         `json:"uuid"`
+	Level    string         `json:"level"`
+	Chunk    int64          `json:"chunk"`
+	Size     int64          `json:"size"`
+	Members  int            `json:"raid_members"`
+	State    string         `json:"state"` // clean, dirty, degraded or failed
+	Degraded bool           `json:"degraded"`
+	Failed   bool           `json:"failed"`
+	Dirty    bool           `json:"dirty"`
+	ReadOnly bool           `json:"read_only"`
+	Events   uint64         `json:"events"`
+	Resync   *Progress      `json:"resync,omitempty"`
+	Devices  []MemberStatus `json:"members"`
+	Stats    Stats          `json:"stats"`
+}
+
+// Progress describes a background job over the rows of the array.
+type Progress struct {
+	Done    int64   `json:"done_rows"`
+	Total   int64   `json:"total_rows"`
+	Percent float64 `json:"percent"`
+}
+
+// MemberStatus describes one member or missing role.
+type MemberStatus struct {
+	Role        int    `json:"role"` // -1 for members not holding a role
+	Path        string `json:"path,omitempty"`
+	UUID        string `json:"uuid"`
+	State       string `json:"state"` // active, rebuilding, failed, spare, removed, missing, stale
+	Events      uint64 `json:"events"`
+	WriteMostly bool   `json:"write_mostly,omitempty"`
+	Note        string `json:"note,omitempty"`
+}
+
+// Stats counts bytes for the write-amplification metric.
+type Stats struct {
+	ClientBytesRead      int64 `json:"client_bytes_read"`
+	ClientBytesWritten   int64 `json:"client_bytes_written"`
+	ClientBytesZeroed    int64 `json:"client_bytes_zeroed"` // discard and write-zeroes
+	MemberBytesWritten   int64 `json:"member_bytes_written"`
+	MemberBytesDiscarded int64 `json:"member_bytes_discarded"`
+	// WriteAmplification is member bytes written / client bytes written.
+	WriteAmplification float64 `json:"write_amplification"`
+}
+
+// Status returns a snapshot. It is safe to call at any time.
+func (a *Array) Status() Status {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	v := a.view.Load()
+	st := Status{
+		Name: a.meta.Name, UUID: superblock.FormatUUID(a.meta.ArrayUUID),
+		Level: a.geo.Level().String(), Chunk: a.geo.Chunk(), Size: a.geo.Size(),
+		Members: a.geo.Members(), Degraded: v.Degraded(), Failed: v.failed,
+		Dirty: a.dirty.Load(), ReadOnly: a.readOnly, Events: a.meta.Events,
+	}
+	switch {
+	case st.Failed:
+		st.State = "failed"
+	case st.Degraded:
+		st.State = "degraded"
+	case st.Dirty:
+		st.State = "dirty"
+	default:
+		st.State = "clean"
+	}
+	if a.resyncing.Load() {
+		done, total := a.resyncRow.Load(), a.geo.Rows()
+		st.Resync = &Progress{Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
+	}
+	held := map[int]bool{}
+	for _, mi := range a.meta.Members {
+		ms := MemberStatus{Role: int(mi.Role), UUID: superblock.FormatUUID(mi.UUID), State: mi.State.String()}
+		if s := a.slots[mi.UUID]; s != nil {
+			ms.Path, ms.Events, ms.WriteMostly, ms.Note = s.path, s.events, s.writeMostly, s.note
+		} else if mi.State != superblock.MemberRemoved {
+			ms.Note = "device not present"
+		}
+		if mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding {
+			held[int(mi.Role)] = true
+		}
+		st.Devices = append(st.Devices, ms)
+	}
+	for _, s := range a.dead {
+		for i := range st.Devices {
+			if st.Devices[i].UUID == superblock.FormatUUID(s.uuid) {
+				st.Devices[i].Path, st.Devices[i].Events, st.Devices[i].Note = s.path, s.events, s.note
+				st.Devices[i].State = "stale"
+			}
+		}
+	}
+	for r := 0; r < a.geo.Members(); r++ {
+		if !held[r] {
+			found := false
+			for _, d := range st.Devices {
+				if d.Role == r {
+					found = true
+				}
+			}
+			if !found {
+				st.Devices = append(st.Devices, MemberStatus{Role: r, State: "missing"})
+			}
+		}
+	}
+	sort.SliceStable(st.Devices, func(i, j int) bool {
+		ri, rj := st.Devices[i].Role, st.Devices[j].Role
+		if ri < 0 {
+			ri = 1 << 30
+		}
+		if rj < 0 {
+			rj = 1 << 30
+		}
+		return ri < rj
+	})
+	st.Stats = Stats{
+		ClientBytesRead:      a.stats.clientRead.Load(),
+		ClientBytesWritten:   a.stats.clientWritten.Load(),
+		ClientBytesZeroed:    a.stats.clientZeroed.Load(),
+		MemberBytesWritten:   a.stats.memberWritten.Load(),
+		MemberBytesDiscarded: a.stats.memberDiscarded.Load(),
+	}
+	if st.Stats.ClientBytesWritten > 0 {
+		st.Stats.WriteAmplification = float64(st.Stats.MemberBytesWritten) / float64(st.Stats.ClientBytesWritten)
+	}
+	return st
+}

@@ -19,7 +19,7 @@ import (
 
 var (
 	seedFlag  = flag.Int64("seed", 0, "replay the model test with this seed (0 = time-based)")
-	modelOps  = flag.Int("model.ops", 250, "operations per model-test case")
+	modelOps  = flag.Int("model.ops", 120, "operations per model-test case")
 	chunkList = []int64{4 << 10, 64 << 10, 1 << 20}
 )
 

@@ -1,0 +1,278 @@
+package superblock
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// ArrayState says whether the array may have writes in flight that left
+// redundancy inconsistent. It is stored as one byte.
+type ArrayState uint8
+
+const (
+	// StateClean means every write that reached the members completed on all
+	// of them: mirrors agree and parity matches.
+	StateClean ArrayState = iota
+	// StateDirty means writes may have been in flight; after a crash the
+	// array must be resynchronised (or the write-intent bitmap consulted).
+	StateDirty
+)
+
+func (s ArrayState) String() string {
+	switch s {
+	case StateClean:
+		return "clean"
+	case StateDirty:
+		return "dirty"
+	}
+	return fmt.Sprintf("ArrayState(%d)", uint8(s))
+}
+
+func (s ArrayState) valid() bool { return s <= StateDirty }
+
+// MemberState is the state of one member as recorded in a member table. It is
+// stored as one byte.
+type MemberState uint8
+
+const (
+	// MemberActive: the member holds its role and its data is current.
+	MemberActive MemberState = iota
+	// MemberRebuilding: the member holds its role but its data is current
+	// only up to the rebuild checkpoint (when it is the RebuildRole) or not
+	// at all (when it waits for its turn).
+	MemberRebuilding
+	// MemberFailed: the member failed; its data must not be trusted. It may
+	// keep the role it had, so the role shows which slot it left.
+	MemberFailed
+	// MemberSpare: the member holds no role and stands by to replace one.
+	MemberSpare
+	// MemberRemoved: the member was taken out of the array by the operator.
+	MemberRemoved
+)
+
+func (s MemberState) String() string {
+	switch s {
+	case MemberActive:
+		return "active"
+	case MemberRebuilding:
+		return "rebuilding"
+	case MemberFailed:
+		return "failed"
+	case MemberSpare:
+		return "spare"
+	case MemberRemoved:
+		return "removed"
+	}
+	return fmt.Sprintf("MemberState(%d)", uint8(s))
+}
+
+func (s MemberState) valid() bool { return s <= MemberRemoved }
+
+// MemberInfo is one entry of the member table: a member as another member
+// last knew it.
+type MemberInfo struct {
+	UUID  [16]byte    // the member's MemberUUID
+	Role  int32       // index in [0, RaidDisks), or -1 for none
+	State MemberState // what the writing member last knew of it
+}
+
+// Meta is the decoded content of one superblock slot: the array's identity
+// and geometry, this member's place in it, and what this member last knew of
+// the other members. See the package documentation for the byte layout and
+// the rules Validate enforces.
+type Meta struct {
+	ArrayUUID  [16]byte // identity of the array, the same on every member; not zero
+	Name       string   // operator's name for the array: UTF-8, no NUL, at most NameMax bytes
+	Level      uint32   // RAID level: 0, 1, 5 or 10
+	Layout     uint32   // level-specific layout; 0 = default (RAID5 left-symmetric, RAID10 near-2)
+	ChunkSize  uint64   // bytes; a power of two, at least MinChunkSize
+	RaidDisks  uint32   // number of roles, 1..MaxMembers
+	Role       int32    // this member's role in [0, RaidDisks), or -1 for a spare
+	MemberUUID [16]byte // identity of this member; not zero
+
+	DataOffset uint64 // start of the data region on every member; >= HeaderSize, multiple of Align
+	DataSize   uint64 // bytes of each member's data region in use; > 0
+
+	Events uint64     // event counter, bumped by the caller on every update
+	State  ArrayState // clean or dirty
+
+	RebuildRole       int32  // role being rebuilt, or -1 for none
+	RebuildCheckpoint uint64 // data-region offset below which RebuildRole is rebuilt; 0 if none
+
+	BitmapRegion uint64 // bytes reserved for the write-intent bitmap; 0 = none
+
+	CreateTime int64 // unix nanoseconds
+	UpdateTime int64 // unix nanoseconds
+
+	// Members lists every member this member knows of, including itself,
+	// with roles and spares, as it last knew them. At most MaxMembers.
+	Members []MemberInfo
+}
+
+// Clone returns a deep copy of m; the copy shares no memory with m. Clone of
+// nil is nil.
+func (m *Meta) Clone() *Meta {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Members = slices.Clone(m.Members)
+	return &c
+}
+
+// Validate reports every rule of the format that m breaks, at once. The
+// returned error wraps ErrInvalid and one *FieldError per problem, each naming
+// the field. It returns nil if m can be encoded.
+//
+// Rules: ArrayUUID and MemberUUID are not zero; Name is valid UTF-8 of at most
+// NameMax bytes with no NUL; Level is 0, 1, 5 or 10; ChunkSize is a power of
+// two >= MinChunkSize; 1 <= RaidDisks <= MaxMembers; Role and RebuildRole are
+// -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
+// DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
+// RebuildCheckpoint <= DataSize, and is 0 when RebuildRole is -1;
+// BitmapRegion is a multiple of Align that fits between BitmapOffset and
+// DataOffset. The member table has 1..MaxMembers entries with distinct, non
+// zero UUIDs and known states; active and rebuilding entries hold a role in
+// range, and no two of them the same role; spares hold role -1; failed and
+// removed entries hold -1 or a role in range. The table lists this member
+// (MemberUUID) with its Role, and when RebuildRole is set it lists a
+// rebuilding member in that role.
+func (m *Meta) Validate() error {
+	if m == nil {
+		return fmt.Errorf("%w: nil Meta", ErrInvalid)
+	}
+	if p := m.problems(); len(p) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, p)
+	}
+	return nil
+}
+
+// problems returns every rule m breaks, as *FieldError values.
+func (m *Meta) problems() problemList {
+	var p problemList
+	bad := func(field, format string, args ...any) {
+		p = append(p, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+
+	if m.ArrayUUID == ([16]byte{}) {
+		bad("ArrayUUID", "is zero")
+	}
+	if len(m.Name) > NameMax {
+		bad("Name", "is %d bytes, longer than %d", len(m.Name), NameMax)
+	}
+	if strings.IndexByte(m.Name, 0) >= 0 {
+		bad("Name", "contains a NUL byte")
+	}
+	if !utf8.ValidString(m.Name) {
+		bad("Name", "is not valid UTF-8")
+	}
+	switch m.Level {
+	case 0, 1, 5, 10:
+	default:
+		bad("Level", "%d is not 0, 1, 5 or 10", m.Level)
+	}
+	if m.ChunkSize < MinChunkSize || bits.OnesCount64(m.ChunkSize) != 1 {
+		bad("ChunkSize", "%d is not a power of two of at least %d", m.ChunkSize, MinChunkSize)
+	}
+	disksOK := m.RaidDisks >= 1 && m.RaidDisks <= MaxMembers
+	if !disksOK {
+		bad("RaidDisks", "%d is not in [1, %d]", m.RaidDisks, MaxMembers)
+	}
+	inRange := func(role int32) bool { return role >= 0 && int64(role) < int64(m.RaidDisks) }
+	if m.Role != -1 && !inRange(m.Role) {
+		bad("Role", "%d is neither -1 (spare) nor in [0, RaidDisks=%d)", m.Role, m.RaidDisks)
+	}
+	if m.MemberUUID == ([16]byte{}) {
+		bad("MemberUUID", "is zero")
+	}
+	if m.DataOffset < HeaderSize || m.DataOffset%Align != 0 {
+		bad("DataOffset", "%d is not a multiple of %d of at least HeaderSize=%d", m.DataOffset, Align, HeaderSize)
+	}
+	if m.DataSize == 0 {
+		bad("DataSize", "is zero")
+	}
+	if m.DataOffset > math.MaxInt64 {
+		bad("DataOffset", "%d overflows int64", m.DataOffset)
+	} else if m.DataSize > math.MaxInt64-m.DataOffset {
+		bad("DataSize", "DataOffset %d + DataSize %d overflows int64", m.DataOffset, m.DataSize)
+	}
+	if !m.State.valid() {
+		bad("State", "%d is not a known array state", uint8(m.State))
+	}
+	switch {
+	case m.RebuildRole == -1:
+		if m.RebuildCheckpoint != 0 {
+			bad("RebuildCheckpoint", "is %d with no RebuildRole", m.RebuildCheckpoint)
+		}
+	case !inRange(m.RebuildRole):
+		bad("RebuildRole", "%d is neither -1 (none) nor in [0, RaidDisks=%d)", m.RebuildRole, m.RaidDisks)
+	case m.RebuildCheckpoint > m.DataSize:
+		bad("RebuildCheckpoint", "%d is beyond DataSize %d", m.RebuildCheckpoint, m.DataSize)
+	}
+	if m.BitmapRegion%Align != 0 {
+		bad("BitmapRegion", "%d is not a multiple of %d", m.BitmapRegion, Align)
+	}
+	if m.BitmapRegion > 0 && m.DataOffset >= BitmapOffset && m.BitmapRegion > m.DataOffset-BitmapOffset {
+		bad("BitmapRegion", "%d does not fit between BitmapOffset %d and DataOffset %d", m.BitmapRegion, BitmapOffset, m.DataOffset)
+	}
+
+	if len(m.Members) == 0 {
+		bad("Members", "is empty; it must list at least this member")
+	}
+	if len(m.Members) > MaxMembers {
+		bad("Members", "has %d entries, more than %d", len(m.Members), MaxMembers)
+	}
+	seen := make(map[[16]byte]int, len(m.Members))
+	holder := make(map[int32]int)
+	self, rebuilding := false, false
+	for i, mi := range m.Members {
+		f := func(name string) string { return fmt.Sprintf("Members[%d].%s", i, name) }
+		if mi.UUID == ([16]byte{}) {
+			bad(f("UUID"), "is zero")
+		} else if j, dup := seen[mi.UUID]; dup {
+			bad(f("UUID"), "%s duplicates Members[%d]", FormatUUID(mi.UUID), j)
+		} else {
+			seen[mi.UUID] = i
+		}
+		switch mi.State {
+		case MemberActive, MemberRebuilding:
+			if !inRange(mi.Role) {
+				bad(f("Role"), "%d is not in [0, RaidDisks=%d) for a %s member", mi.Role, m.RaidDisks, mi.State)
+			} else if j, dup := holder[mi.Role]; dup {
+				bad(f("Role"), "%d is already held by Members[%d]", mi.Role, j)
+			} else {
+				holder[mi.Role] = i
+			}
+		case MemberSpare:
+			if mi.Role != -1 {
+				bad(f("Role"), "%d is not -1 for a spare", mi.Role)
+			}
+		case MemberFailed, MemberRemoved:
+			if mi.Role != -1 && !inRange(mi.Role) {
+				bad(f("Role"), "%d is neither -1 nor in [0, RaidDisks=%d)", mi.Role, m.RaidDisks)
+			}
+		default:
+			bad(f("State"), "%d is not a known member state", uint8(mi.State))
+		}
+		if mi.UUID == m.MemberUUID && mi.UUID != ([16]byte{}) {
+			self = true
+			if mi.Role != m.Role {
+				bad(f("Role"), "%d differs from this member's Role %d", mi.Role, m.Role)
+			}
+		}
+		if m.RebuildRole >= 0 && mi.Role == m.RebuildRole && mi.State == MemberRebuilding {
+			rebuilding = true
+		}
+	}
+	if len(m.Members) > 0 && !self && m.MemberUUID != ([16]byte{}) {
+		bad("Members", "does not list this member %s", FormatUUID(m.MemberUUID))
+	}
+	if m.RebuildRole >= 0 && inRange(m.RebuildRole) && !rebuilding {
+		bad("RebuildRole", "%d is not held by a rebuilding member in Members", m.RebuildRole)
+	}
+	return p
+}

@@ -75,3 +75,9 @@ func validShapes() map[stripe.Level][]int {
 		stripe.RAID10: {2, 3, 4},
 	}
 }
+
+func failRole(tb testing.TB, a *raid.Array, m int) {
+	tb.Helper()
+	a.FailRole(m, fmt.Errorf("failed by test"))
+	require.True(tb, a.Status().Degraded)
+}

@@ -82,10 +82,14 @@ func (l *Layout) xor(op *raid.Op, dst, src []byte) {
 	par[0] = nil
 }
 
-// encode computes shards[dk] from shards[:dk].
-func (l *Layout) encode(shards [][]byte) {
-	if err := l.enc.Encode(shards); err != nil {
-		panic("raid5: encode: " + err.Error()) // lengths are equal by construction
+// encode computes shards[dk] from shards[:dk]: a copy and dk-1 SIMD XOR
+// passes. (Encoder.Encode does one pass but allocates per call on CPUs with
+// GFNI, and the hot path must not allocate.)
+func (l *Layout) encode(op *raid.Op, shards [][]byte) {
+	p := shards[l.dk]
+	copy(p, shards[0])
+	for i := 1; i < l.dk; i++ {
+		l.xor(op, p, shards[i])
 	}
 }
 
@@ -335,7 +339,7 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 		}
 	}
 	shards[l.dk] = pbuf
-	l.encode(shards)
+	l.encode(op, shards)
 	l.queueData(op, w)
 	if op.Writable(pm) {
 		op.Write(pm, pbuf, w.base+w.lo)

@@ -1,0 +1,529 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	connReadBufSize  = 128 << 10
+	connWriteBufSize = 128 << 10
+)
+
+// conn is one client connection. Its lifecycle is: handshake (one goroutine,
+// deadline HandshakeTimeout), then transmission: the serving goroutine becomes
+// the request reader, Options.Workers worker goroutines execute requests, and
+// replies are written by whichever goroutine produced them under wmu.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	log *slog.Logger
+	br  *bufio.Reader
+
+	// Reply writer. wpending counts goroutines that hold or wait for wmu;
+	// the last one out flushes, so replies produced together share a
+	// syscall and a lone reply is never left in the buffer.
+	wmu      sync.Mutex
+	bw       *bufio.Writer
+	werr     error // first write error; guarded by wmu
+	wpending atomic.Int32
+
+	// Negotiated state, fixed once transmission starts.
+	noZeroes   bool
+	structured bool
+	exp        *export
+	pol        policy
+
+	// Transmission.
+	work    chan *request
+	workers sync.WaitGroup
+	sem     byteSem
+	hdr     [requestHeaderLen]byte // reader-owned request header buffer
+
+	// Handshake scratch.
+	optBuf   []byte
+	lastInfo struct {
+		exp        *export
+		structured bool
+		info       exportInfo
+	}
+}
+
+// request is one transmission request travelling from the reader to a
+// worker. buf holds the WRITE payload or the READ destination.
+type request struct {
+	h   requestHeader
+	buf *[]byte
+}
+
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:  s,
+		nc: nc,
+		br: bufio.NewReaderSize(nc, connReadBufSize),
+		bw: bufio.NewWriterSize(nc, connWriteBufSize),
+	}
+	c.log = s.log
+	if a := nc.RemoteAddr(); a != nil {
+		c.log = s.log.With("remote", a.String())
+	}
+	return c
+}
+
+// interrupt makes the connection stop reading: a handshake in progress fails,
+// and the transmission reader stops after the requests already buffered.
+func (c *conn) interrupt() {
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+func (c *conn) serve() {
+	defer c.s.unregister(c)
+	defer func() { _ = c.nc.Close() }()
+	c.log.Debug("nbd: connection opened")
+	e, info, ok := c.handshake()
+	if !ok {
+		return
+	}
+	c.s.stats.handshakes.Add(1)
+	c.log.Debug("nbd: transmission started", "export", e.Name, "size", info.size,
+		"flags", info.tflags, "structured", c.structured)
+	c.transmit(e, info)
+	c.log.Debug("nbd: connection closed")
+}
+
+// transmit runs the transmission phase until the client disconnects (DISC or
+// EOF), a protocol violation, a write failure, or shutdown. It returns after
+// every request read has been executed and answered (or its reply failed).
+func (c *conn) transmit(e *export, info exportInfo) {
+	s := c.s
+	c.exp = e
+	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock}
+	c.sem.init(s.opts.MaxInFlightBytes)
+	c.work = make(chan *request, s.opts.Workers)
+	for range s.opts.Workers {
+		c.workers.Add(1)
+		go c.worker()
+	}
+	c.readLoop()
+	close(c.work)
+	c.workers.Wait()
+	c.wmu.Lock()
+	if c.werr == nil {
+		if err := c.bw.Flush(); err != nil {
+			c.failWrite(err)
+		}
+	}
+	c.wmu.Unlock()
+}
+
+// readLoop parses requests and hands valid ones to the workers. Invalid
+// requests are answered here; a rejected WRITE's payload is discarded in
+// place (never buffered) so the stream stays in sync.
+func (c *conn) readLoop() {
+	s := c.s
+	for {
+		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+			c.logReadEnd(err)
+			return
+		}
+		h, ok := parseRequestHeader(c.hdr[:])
+		if !ok {
+			c.log.Debug("nbd: bad request magic; disconnecting", "err", ErrProtocol)
+			return
+		}
+		s.stats.countCommand(h.typ)
+		if h.typ == cmdDisc {
+			return
+		}
+		errno, reason := c.pol.validate(&h)
+		if errno == 0 && s.shutting.Load() {
+			errno, reason = errnoShutdown, reasonShutdown
+		}
+		if errno != 0 {
+			if h.typ == cmdWrite && h.length > 0 {
+				if err := c.discard(h.length); err != nil {
+					c.logReadEnd(err)
+					return
+				}
+			}
+			c.replyError(&h, errno, reason)
+			continue
+		}
+		r := requestPool.Get().(*request)
+		r.h = h
+		if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > 0 {
+			c.sem.acquire(int64(h.length))
+			r.buf = s.bufs.get(int(h.length))
+			if h.typ == cmdWrite {
+				if _, err := io.ReadFull(c.br, *r.buf); err != nil {
+					c.logReadEnd(err)
+					c.finish(r)
+					return
+				}
+			}
+		}
+		c.work <- r
+	}
+}
+
+// discard drops n payload bytes from the stream in bounded pieces (n may
+// be up to 4 GiB - 1; int may be 32 bits).
+func (c *conn) discard(n uint32) error {
+	for n > 0 {
+		step := min(n, 1<<30)
+		if _, err := c.br.Discard(int(step)); err != nil {
+			return err
+		}
+		n -= step
+	}
+	return nil
+}
+
+func (c *conn) logReadEnd(err error) {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case errors.Is(err, os.ErrDeadlineExceeded) && c.s.shutting.Load():
+	default:
+		c.log.Debug("nbd: reading requests ended", "err", err)
+	}
+}
+
+func (c *conn) worker() {
+	defer c.workers.Done()
+	for r := range c.work {
+		c.execute(r)
+		c.finish(r)
+	}
+}
+
+// finish releases r's buffer and in-flight bytes and recycles r.
+func (c *conn) finish(r *request) {
+	if r.buf != nil {
+		c.s.bufs.put(r.buf)
+		r.buf = nil
+		c.sem.release(int64(r.h.length))
+	}
+	requestPool.Put(r)
+}
+
+// execute runs one validated request against the device and sends its reply.
+func (c *conn) execute(r *request) {
+	h := &r.h
+	if c.s.shutting.Load() {
+		c.replyError(h, errnoShutdown, reasonShutdown)
+		return
+	}
+	e := c.exp
+	off, n := int64(h.offset), int64(h.length)
+	fua := h.flags&cmdFlagFUA != 0
+	var err error
+	switch h.typ {
+	case cmdRead:
+		c.executeRead(r)
+		return
+	case cmdWrite:
+		if n > 0 {
+			err = c.writeData(*r.buf, off, fua)
+			if err == nil {
+				c.s.stats.bytesWritten.Add(n)
+			}
+		}
+	case cmdFlush:
+		err = e.syncer.Sync()
+	case cmdTrim:
+		if n > 0 {
+			err = e.discarder.Discard(off, n)
+			if isNotSupported(err) {
+				err = nil // trim is advisory: nothing discarded is a valid outcome
+			}
+			if err == nil && fua {
+				err = e.syncer.Sync()
+			}
+		}
+	case cmdCache:
+		if n > 0 && e.cacher != nil {
+			err = e.cacher.Cache(off, n)
+			if isNotSupported(err) {
+				err = nil // a hint nobody acted on
+			}
+		}
+	case cmdWriteZeroes:
+		if h.flags&cmdFlagFastZero != 0 && (e.fastZeroer == nil || !e.fastZeroer.CanFastZero()) {
+			c.replyError(h, errnoNotSup, reasonNoFastZero)
+			return
+		}
+		if n > 0 {
+			err = c.writeZeroes(off, n, h.flags)
+			if err != nil && h.flags&cmdFlagFastZero != 0 && isNotSupported(err) {
+				c.replyError(h, errnoNotSup, reasonNoFastZero)
+				return
+			}
+		}
+	}
+	if err != nil {
+		c.replyDeviceError(h, err)
+		return
+	}
+	c.replyOK(h)
+}
+
+func isNotSupported(err error) bool {
+	return err != nil && mapDeviceError(err) == errnoNotSup
+}
+
+// replyDeviceError maps err and answers h with it. ENOTSUP is only legal for
+// fast-zero requests (handled by the caller), so here it becomes EINVAL.
+func (c *conn) replyDeviceError(h *requestHeader, err error) {
+	errno := mapDeviceError(err)
+	if errno == errnoNotSup {
+		errno = errnoInval
+	}
+	c.log.Debug("nbd: device error", "cmd", cmdName(h.typ), "offset", h.offset,
+		"length", h.length, "errno", errnoName(errno), "err", err)
+	c.replyError(h, errno, reasonDeviceError)
+}
+
+// writeData writes p at off, durably before returning if fua is set.
+func (c *conn) writeData(p []byte, off int64, fua bool) error {
+	e := c.exp
+	var n int
+	var err error
+	switch {
+	case fua && e.fuaWriter != nil:
+		n, err = e.fuaWriter.WriteAtFUA(p, off)
+	default:
+		n, err = e.Device.WriteAt(p, off)
+		if err == nil && n == len(p) && fua {
+			err = e.syncer.Sync()
+		}
+	}
+	if err == nil && n != len(p) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// writeZeroes zeroes [off, off+n). Without FAST_ZERO a device that reports
+// ENOTSUP is served by writing zero buffers instead, since the protocol
+// forbids ENOTSUP there.
+func (c *conn) writeZeroes(off, n int64, flags uint16) error {
+	e := c.exp
+	err := e.zeroer.WriteZeroes(off, n, flags&cmdFlagNoHole != 0)
+	if isNotSupported(err) && flags&cmdFlagFastZero == 0 {
+		err = nil
+		z := zeroBuf()
+		for done := int64(0); done < n && err == nil; {
+			chunk := z[:min(int64(len(z)), n-done)]
+			var w int
+			w, err = e.Device.WriteAt(chunk, off+done)
+			if err == nil && w != len(chunk) {
+				err = io.ErrShortWrite
+			}
+			done += int64(len(chunk))
+		}
+	}
+	if err == nil && flags&cmdFlagFUA != 0 {
+		err = e.syncer.Sync()
+	}
+	return err
+}
+
+// executeRead reads into r.buf and replies. The read completes before any
+// byte of the reply is sent, so a failed read is always an error reply.
+func (c *conn) executeRead(r *request) {
+	h := &r.h
+	if h.length == 0 {
+		c.replyRead(h, nil)
+		return
+	}
+	buf := *r.buf
+	n, err := c.exp.Device.ReadAt(buf, int64(h.offset))
+	if n < 0 || n > len(buf) {
+		n = 0
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	if n == len(buf) {
+		err = nil // io.ReaderAt may return io.EOF with a full read
+	} else if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil {
+		c.s.stats.bytesRead.Add(int64(n))
+		c.replyRead(h, buf)
+		return
+	}
+	errno := mapDeviceError(err)
+	if errno == errnoNotSup {
+		errno = errnoInval
+	}
+	c.log.Debug("nbd: device error", "cmd", "READ", "offset", h.offset,
+		"length", h.length, "done", n, "errno", errnoName(errno), "err", err)
+	c.replyReadError(h, buf[:n], errno)
+}
+
+// ---- reply writing ----
+
+func (c *conn) lockWriter() {
+	c.wpending.Add(1)
+	c.wmu.Lock()
+}
+
+func (c *conn) unlockWriter() {
+	if c.wpending.Add(-1) == 0 && c.werr == nil {
+		if err := c.bw.Flush(); err != nil {
+			c.failWrite(err)
+		}
+	}
+	c.wmu.Unlock()
+}
+
+// failWrite records the first write error and closes the connection, which
+// also stops the reader. Called with wmu held.
+func (c *conn) failWrite(err error) {
+	if c.werr != nil {
+		return
+	}
+	c.werr = err
+	if !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("nbd: writing reply failed; closing connection", "err", err)
+	}
+	_ = c.nc.Close()
+}
+
+// scratch returns an empty slice of the writer's buffer with room for n
+// bytes, flushing first if needed (the bufio.Writer.AvailableBuffer idiom,
+// which encodes headers without allocating). Called with wmu held.
+func (c *conn) scratch(n int) []byte {
+	if c.bw.Available() < n {
+		if err := c.bw.Flush(); err != nil {
+			c.failWrite(err)
+		}
+	}
+	return c.bw.AvailableBuffer()
+}
+
+func (c *conn) write(b []byte) {
+	if c.werr != nil {
+		return
+	}
+	if _, err := c.bw.Write(b); err != nil {
+		c.failWrite(err)
+	}
+}
+
+func (c *conn) writeString(str string) {
+	if c.werr != nil {
+		return
+	}
+	if _, err := c.bw.WriteString(str); err != nil {
+		c.failWrite(err)
+	}
+}
+
+func appendSimple(b []byte, errno uint32, handle uint64) []byte {
+	b = binary.BigEndian.AppendUint32(b, magicSimpleReply)
+	b = binary.BigEndian.AppendUint32(b, errno)
+	return binary.BigEndian.AppendUint64(b, handle)
+}
+
+func appendChunk(b []byte, flags, typ uint16, handle uint64, length uint32) []byte {
+	b = binary.BigEndian.AppendUint32(b, magicStructuredReply)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	b = binary.BigEndian.AppendUint16(b, typ)
+	b = binary.BigEndian.AppendUint64(b, handle)
+	return binary.BigEndian.AppendUint32(b, length)
+}
+
+// replyOK sends a successful reply without payload (any command but READ).
+// A simple reply is valid here even after structured replies were negotiated.
+func (c *conn) replyOK(h *requestHeader) {
+	c.lockWriter()
+	if c.werr == nil {
+		c.write(appendSimple(c.scratch(simpleReplyLen), 0, h.handle))
+	}
+	c.unlockWriter()
+}
+
+// replyError sends an error reply. With structured replies negotiated it is
+// an NBD_REPLY_TYPE_ERROR chunk carrying reason (mandatory for READ,
+// preferred by the spec for the rest); otherwise a simple reply.
+func (c *conn) replyError(h *requestHeader, errno uint32, reason string) {
+	c.s.stats.errorReplies.Add(1)
+	c.lockWriter()
+	if c.werr == nil {
+		if c.structured {
+			b := c.scratch(structuredHeaderLen + 6)
+			b = appendChunk(b, replyFlagDone, replyTypeError, h.handle, uint32(6+len(reason)))
+			b = binary.BigEndian.AppendUint32(b, errno)
+			b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
+			c.write(b)
+			c.writeString(reason)
+		} else {
+			c.write(appendSimple(c.scratch(simpleReplyLen), errno, h.handle))
+		}
+	}
+	c.unlockWriter()
+}
+
+// replyRead sends a successful READ reply carrying data (len(data) ==
+// h.length). With structured replies it is a single OFFSET_DATA chunk marked
+// DONE (the data is already read, so no error can follow), or a NONE chunk
+// for a zero-length read; this satisfies NBD_CMD_FLAG_DF trivially.
+func (c *conn) replyRead(h *requestHeader, data []byte) {
+	c.lockWriter()
+	if c.werr == nil {
+		switch {
+		case !c.structured:
+			c.write(appendSimple(c.scratch(simpleReplyLen), 0, h.handle))
+		case len(data) == 0:
+			c.write(appendChunk(c.scratch(structuredHeaderLen), replyFlagDone, replyTypeNone, h.handle, 0))
+		default:
+			b := c.scratch(structuredHeaderLen + 8)
+			b = appendChunk(b, replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+len(data)))
+			c.write(binary.BigEndian.AppendUint64(b, h.offset))
+		}
+		c.write(data)
+	}
+	c.unlockWriter()
+}
+
+// replyReadError answers a READ that failed after the device returned the
+// first len(partial) bytes. Simple replies carry only the error. Structured
+// replies send the good prefix as an OFFSET_DATA chunk, then an ERROR_OFFSET
+// chunk (DONE) at the first byte not read.
+func (c *conn) replyReadError(h *requestHeader, partial []byte, errno uint32) {
+	if !c.structured {
+		c.replyError(h, errno, reasonDeviceError)
+		return
+	}
+	c.s.stats.errorReplies.Add(1)
+	msg := reasonDeviceError
+	c.lockWriter()
+	if c.werr == nil {
+		if len(partial) > 0 {
+			b := c.scratch(structuredHeaderLen + 8)
+			b = appendChunk(b, 0, replyTypeOffsetData, h.handle, uint32(8+len(partial)))
+			c.write(binary.BigEndian.AppendUint64(b, h.offset))
+			c.write(partial)
+		}
+		b := c.scratch(structuredHeaderLen + 6)
+		b = appendChunk(b, replyFlagDone, replyTypeErrorOffset, h.handle, uint32(14+len(msg)))
+		b = binary.BigEndian.AppendUint32(b, errno)
+		c.write(binary.BigEndian.AppendUint16(b, uint16(len(msg))))
+		c.writeString(msg)
+		c.write(binary.BigEndian.AppendUint64(c.scratch(8), h.offset+uint64(len(partial))))
+	}
+	c.unlockWriter()
+}

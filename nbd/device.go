@@ -1,0 +1,177 @@
+package nbd
+
+import "math/bits"
+
+// Device is what an export serves.
+//
+// ReadAt and WriteAt follow io.ReaderAt and io.WriterAt: ReadAt returns
+// n < len(p) only with a non-nil error, WriteAt returns a non-nil error if
+// n < len(p), and neither retains p after returning. The server calls them
+// concurrently (up to Options.Workers calls per connection, from every
+// connection), possibly on overlapping ranges when the client sends
+// overlapping requests; ordering between overlapping in-flight requests is the
+// client's business, as in the protocol. The server has already checked that
+// [off, off+len(p)) lies inside [0, Size()) before calling.
+//
+// Size is read once when a client selects the export; it must not be
+// negative.
+//
+// Errors are mapped to protocol errors with errors.As(err, &syscall.Errno);
+// see the package documentation.
+type Device interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Size() int64
+}
+
+// Syncer is implemented by devices that have a volatile write cache. Sync
+// returns once every WriteAt, Discard and WriteZeroes that returned before
+// Sync was called is on stable storage. Its presence enables
+// NBD_FLAG_SEND_FLUSH and NBD_FLAG_SEND_FUA.
+type Syncer interface {
+	Sync() error
+}
+
+// FUAWriter is an optional faster path for writes with NBD_CMD_FLAG_FUA:
+// WriteAtFUA returns only once p is on stable storage. Without it the server
+// calls WriteAt and then Sync. It is used only when the device is also a
+// Syncer (otherwise FUA is not advertised).
+type FUAWriter interface {
+	WriteAtFUA(p []byte, off int64) (int, error)
+}
+
+// Discarder is implemented by devices that can deallocate a range.
+// Discard(off, n) must not change any byte outside [off, off+n); the content
+// of the range afterwards is unspecified. Its presence enables
+// NBD_FLAG_SEND_TRIM on writable exports. An ENOTSUP/EOPNOTSUPP error is
+// treated as "trim ignored" and reported to the client as success, since
+// trim is advisory.
+type Discarder interface {
+	Discard(off, n int64) error
+}
+
+// Zeroer is implemented by devices that can zero a range more cheaply than by
+// writing zero buffers. After WriteZeroes(off, n, noHole) returns nil, the
+// range reads as zeroes; with noHole the range must stay allocated. Its
+// presence enables NBD_FLAG_SEND_WRITE_ZEROES on writable exports. If it
+// returns ENOTSUP/EOPNOTSUPP for a request without NBD_CMD_FLAG_FAST_ZERO,
+// the server falls back to writing zero buffers with WriteAt (the protocol
+// forbids ENOTSUP there).
+type Zeroer interface {
+	WriteZeroes(off, n int64, noHole bool) error
+}
+
+// FastZeroer reports whether WriteZeroes is currently faster than writing
+// zero buffers. NBD_FLAG_SEND_FAST_ZERO is advertised only for a Zeroer whose
+// CanFastZero returns true at negotiation. A request with
+// NBD_CMD_FLAG_FAST_ZERO is failed with ENOTSUP, without touching the data,
+// whenever CanFastZero returns false at the time of the request.
+type FastZeroer interface {
+	CanFastZero() bool
+}
+
+// Cacher receives NBD_CMD_CACHE hints. Cache must not change data. Without it
+// the server validates CACHE requests and replies success.
+type Cacher interface {
+	Cache(off, n int64) error
+}
+
+// BlockSizer states the block size constraints announced with
+// NBD_INFO_BLOCK_SIZE. A zero value means the default for that field
+// (1, 4096, 32 MiB). min must be a power of two no larger than 64 KiB; the
+// server enforces it (misaligned requests get EINVAL). preferred is the size
+// at which aligned requests avoid read-modify-write (raidd: the full stripe
+// width); the protocol requires a power of two, so a value that is not one is
+// rounded up to the next power of two, and it is lowered to fit under the
+// maximum. max is additionally capped by Options.MaxPayload and rounded down
+// to a multiple of min.
+type BlockSizer interface {
+	BlockSizes() (min, preferred, max uint32)
+}
+
+// MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a
+// FLUSH or FUA completed on one connection makes every write completed on any
+// connection durable, and every connection sees the same data.
+type MultiConner interface {
+	CanMultiConn() bool
+}
+
+// Default block size constraints.
+const (
+	DefaultMinBlock       = 1
+	DefaultPreferredBlock = 4096
+	DefaultMaxBlock       = 32 << 20
+	maxMinBlock           = 64 << 10
+)
+
+// caps holds the optional interfaces of one export's device, discovered once.
+type caps struct {
+	syncer     Syncer
+	fuaWriter  FUAWriter
+	discarder  Discarder
+	zeroer     Zeroer
+	fastZeroer FastZeroer
+	cacher     Cacher
+	multiConn  MultiConner
+}
+
+func discoverCaps(d Device) caps {
+	var c caps
+	c.syncer, _ = d.(Syncer)
+	if c.syncer != nil {
+		c.fuaWriter, _ = d.(FUAWriter)
+	}
+	c.discarder, _ = d.(Discarder)
+	c.zeroer, _ = d.(Zeroer)
+	if c.zeroer != nil {
+		c.fastZeroer, _ = d.(FastZeroer)
+	}
+	c.cacher, _ = d.(Cacher)
+	c.multiConn, _ = d.(MultiConner)
+	return c
+}
+
+// rawBlockSizes returns the device's block sizes with zero fields defaulted.
+func rawBlockSizes(d Device) (minB, pref, maxB uint32) {
+	minB, pref, maxB = DefaultMinBlock, DefaultPreferredBlock, DefaultMaxBlock
+	if bs, ok := d.(BlockSizer); ok {
+		a, b, c := bs.BlockSizes()
+		if a != 0 {
+			minB = a
+		}
+		if b != 0 {
+			pref = b
+		}
+		if c != 0 {
+			maxB = c
+		}
+	}
+	return minB, pref, maxB
+}
+
+func isPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
+
+// normalizeBlockSizes turns validated raw sizes into values that satisfy the
+// protocol's constraints: min a power of two <= 64 KiB; max a multiple of min
+// and <= maxPayload; preferred a power of two >= max(min, 512) and <= max
+// whenever possible.
+func normalizeBlockSizes(minB, pref, maxB uint32, maxPayload int64) (uint32, uint32, uint32) {
+	if int64(maxB) > maxPayload {
+		maxB = uint32(maxPayload)
+	}
+	maxB -= maxB % minB
+	pref = min(pref, maxB)
+	if !isPow2(pref) {
+		pref = 1 << bits.Len32(pref) // next power of two; maxB <= 1 GiB so no overflow
+	}
+	if pref < 512 {
+		pref = 512
+	}
+	if pref < minB {
+		pref = minB
+	}
+	for pref > maxB && pref/2 >= max(minB, 512) {
+		pref /= 2
+	}
+	return minB, pref, maxB
+}

@@ -1,0 +1,165 @@
+// Package nbd is a Network Block Device server: the fixed newstyle
+// handshake, the transmission phase with pipelined requests, and the mapping
+// of device errors to protocol errors. It follows doc/proto.md of
+// NetworkBlockDevice/nbd and serves any Device; it does not know about RAID.
+//
+// # Connection architecture
+//
+// Each connection is served by one goroutine. During the handshake it reads
+// options and writes option replies under a deadline (Options.HandshakeTimeout),
+// so a stalled client only holds its own goroutine. Once an export is chosen
+// (NBD_OPT_GO or NBD_OPT_EXPORT_NAME) the goroutine becomes the request
+// reader and starts Options.Workers worker goroutines:
+//
+//   - The reader parses each 28-byte request header and validates it (see
+//     validation order below). Invalid requests are answered directly by the
+//     reader; a rejected WRITE's payload is discarded from the stream in place
+//     (never buffered, whatever its length) so the stream stays in sync.
+//     For valid READ and WRITE requests the reader first takes length bytes
+//     from a per-connection byte semaphore (Options.MaxInFlightBytes; the
+//     reader blocks while it is exhausted), then takes a buffer from a
+//     size-class sync.Pool, reads the WRITE payload into it, and queues the
+//     request to the workers through a channel of capacity Workers.
+//   - Workers execute requests concurrently against the Device and write
+//     replies. Replies go out in completion order, not request order; the
+//     client's handle is echoed untouched.
+//   - Replies are serialized by a mutex around one bufio.Writer. The last
+//     goroutine to leave the writer flushes it, so bursts of replies share
+//     syscalls and no reply waits in the buffer. Reply headers are encoded
+//     into the writer's free space, so the steady state allocates nothing.
+//   - A READ is executed completely before any byte of its reply is written,
+//     so a device error is always an error reply, never a disconnect.
+//
+// The connection ends on NBD_CMD_DISC (requests received before it are
+// executed and answered, DISC gets no reply), on EOF or any read error, on a
+// bad request magic (protocol violation), on a failed reply write (the
+// connection is closed), or on shutdown. In every case the reader stops, the
+// queued requests are executed, the workers exit, and the socket is closed;
+// one connection's failure never affects another.
+//
+// # Handshake
+//
+// The server sends NBD_FLAG_FIXED_NEWSTYLE|NBD_FLAG_NO_ZEROES and closes the
+// connection if the client sets any other flag. Options:
+//
+//   - NBD_OPT_EXPORT_NAME: no error path; an unknown export closes the
+//     connection. The 124 zero bytes are omitted if NO_ZEROES was negotiated.
+//   - NBD_OPT_INFO / NBD_OPT_GO: NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE are
+//     always sent, NBD_INFO_NAME and NBD_INFO_DESCRIPTION when requested.
+//     Unknown export: NBD_REP_ERR_UNKNOWN; malformed data: NBD_REP_ERR_INVALID.
+//     The answer for an export is computed once per connection and
+//     negotiation state, so INFO followed by GO reports identical data.
+//   - NBD_OPT_LIST (one NBD_REP_SERVER per export, the description as its
+//     human-readable detail), NBD_OPT_ABORT (ACK, then close),
+//     NBD_OPT_STRUCTURED_REPLY.
+//   - Everything else, including STARTTLS (the server runs in NOTLS mode) and
+//     SET/LIST_META_CONTEXT (BLOCK_STATUS is not implemented), gets
+//     NBD_REP_ERR_UNSUP after its data is skipped exactly.
+//   - Option data above 64 KiB is never read: the server replies
+//     NBD_REP_ERR_TOO_BIG (except for EXPORT_NAME, which has no error path) and
+//     disconnects.
+//   - An empty export name selects the first export.
+//
+// # What is advertised
+//
+// A flag is set only when the feature is really implemented for the export:
+//
+//	HAS_FLAGS          always
+//	READ_ONLY          Export.ReadOnly
+//	SEND_FLUSH, SEND_FUA  Device implements Syncer
+//	SEND_TRIM          Discarder, and the export is writable
+//	SEND_WRITE_ZEROES  Zeroer, and the export is writable
+//	SEND_FAST_ZERO     additionally FastZeroer.CanFastZero() true at negotiation
+//	SEND_CACHE         always (served by Cacher, or validated and acknowledged)
+//	CAN_MULTI_CONN     MultiConner.CanMultiConn() true at negotiation
+//	SEND_DF            when structured replies were negotiated: every READ reply
+//	                   carries at most one content chunk, so DF holds trivially
+//
+// BLOCK_STATUS, RESIZE and ROTATIONAL are not advertised. NBD_INFO_BLOCK_SIZE
+// announces the device's BlockSizer values (default 1, 4096, 32 MiB) after
+// normalization: the maximum is capped by Options.MaxPayload and rounded down
+// to a multiple of the minimum, and the preferred size, which the protocol
+// requires to be a power of two, is rounded up to one (a RAID5 stripe of three
+// 512 KiB chunks, 1.5 MiB, is announced as 2 MiB) and kept at or below the
+// maximum.
+//
+// # Request validation and errors
+//
+// Each request is validated once, by the reader, in this order (the first
+// failure wins):
+//
+//  1. unknown command or BLOCK_STATUS: EINVAL (only WRITE carries a payload;
+//     every other command, known or not, is treated as payload-free)
+//  2. a command flag not valid for the command, or not negotiated (FUA without
+//     SEND_FUA, DF without structured replies, FAST_ZERO without
+//     SEND_FAST_ZERO, NO_HOLE outside WRITE_ZEROES, ...): EINVAL
+//  3. WRITE, TRIM or WRITE_ZEROES on a read-only export: EPERM
+//  4. FLUSH, TRIM or WRITE_ZEROES not advertised: EINVAL; FLUSH with a
+//     nonzero offset or length: EINVAL
+//  5. range outside the export, including offsets >= 2^63 and offset+length
+//     wrapping past 2^64 (offsets are handled as uint64 and never converted
+//     before this check): ENOSPC for WRITE and WRITE_ZEROES, EINVAL for READ,
+//     TRIM and CACHE
+//  6. offset or length not a multiple of the minimum block size: EINVAL
+//  7. READ or WRITE longer than the maximum block size: EINVAL. The spec
+//     says to "report an NBD_EINVAL error if the client's request ... is
+//     larger than the advertised maximum block size" and that a server
+//     "SHOULD NOT return NBD_EOVERFLOW except" for DF reads, so EINVAL it is.
+//
+// Zero-length READ, WRITE, TRIM, WRITE_ZEROES and CACHE requests inside the
+// export (offset <= size) succeed without reaching the device; the spec
+// leaves them unspecified but forbids disconnecting. After shutdown has
+// begun, every request read gets ESHUTDOWN.
+//
+// Device errors are classified with errors.As(err, &syscall.Errno):
+//
+//	EPERM, EACCES, EROFS     -> EPERM
+//	ENOSPC, EDQUOT, EFBIG    -> ENOSPC
+//	EINVAL                   -> EINVAL
+//	EOVERFLOW                -> EOVERFLOW
+//	ESHUTDOWN                -> ESHUTDOWN
+//	ENOTSUP, EOPNOTSUPP      -> see below
+//	anything else            -> EIO
+//
+// The spec allows ENOTSUP only for WRITE_ZEROES with FAST_ZERO. So ENOTSUP
+// from Discard or Cache (both advisory) is reported as success; from
+// WriteZeroes without FAST_ZERO it makes the server write zero buffers with
+// WriteAt instead; with FAST_ZERO it is passed on (and the server itself
+// answers ENOTSUP at once, without calling the device, when CanFastZero is
+// false); anywhere else it becomes EINVAL.
+//
+// With structured replies, errors are sent as NBD_REPLY_TYPE_ERROR chunks
+// with a short message; a READ that fails after the device returned n good
+// bytes sends those bytes as an OFFSET_DATA chunk followed by an ERROR_OFFSET
+// chunk at offset+n. Successful non-READ replies are simple replies, which
+// the spec allows. Every error leaves the connection usable.
+//
+// # Durability: FLUSH, FUA and CAN_MULTI_CONN
+//
+// The server keeps no data cache: a WRITE is replied to after Device.WriteAt
+// returned, and the reply may precede durability, as the protocol allows.
+//
+//   - FLUSH calls Syncer.Sync and replies after it returns. Because a write is
+//     only replied to after WriteAt returned, every write replied to before
+//     the FLUSH was received returned before Sync was called, so Sync's
+//     contract (everything that returned before it is durable) covers exactly
+//     what the protocol requires.
+//   - FUA on WRITE uses FUAWriter.WriteAtFUA if present, else WriteAt then
+//     Sync; on TRIM and WRITE_ZEROES the operation is followed by Sync. The
+//     reply waits for it. FUA on READ, FLUSH and CACHE is accepted and
+//     ignored (nothing is written).
+//   - CAN_MULTI_CONN promises that a FLUSH or FUA reply on one connection
+//     makes the writes acknowledged on every connection durable and visible.
+//     Since this server has no per-connection cache, that holds exactly when
+//     the device's Sync covers writes issued through any caller and all
+//     callers read the same data, which is what MultiConner must confirm. For
+//     a RAID array that means Sync fdatasyncs every member (and any bitmap or
+//     log) no matter which connection wrote.
+//
+// # Shutdown
+//
+// Server.Shutdown closes the listeners, makes every connection stop reading
+// (handshakes fail at once), answers queued requests that have not started
+// with ESHUTDOWN, lets executing requests finish and reply, then closes the
+// connections. Requests still in the socket buffer are not read.
+package nbd

@@ -1,0 +1,345 @@
+package nbd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+)
+
+// exportInfo is what NBD_INFO_EXPORT (or the NBD_OPT_EXPORT_NAME reply)
+// tells the client; the transmission policy is built from exactly this.
+type exportInfo struct {
+	size   uint64
+	tflags uint16
+}
+
+// transmissionFlags computes the flags advertised for e. Each flag is set
+// only for a feature that is really implemented (see the package doc).
+func transmissionFlags(e *export, structured bool) uint16 {
+	f := tflagHasFlags | tflagSendCache
+	if e.ReadOnly {
+		f |= tflagReadOnly
+	}
+	if e.syncer != nil {
+		f |= tflagSendFlush | tflagSendFUA
+	}
+	if !e.ReadOnly && e.discarder != nil {
+		f |= tflagSendTrim
+	}
+	if !e.ReadOnly && e.zeroer != nil {
+		f |= tflagSendWriteZeroes
+		if e.fastZeroer != nil && e.fastZeroer.CanFastZero() {
+			f |= tflagSendFastZero
+		}
+	}
+	if e.multiConn != nil && e.multiConn.CanMultiConn() {
+		f |= tflagCanMultiConn
+	}
+	if structured {
+		// READ replies are always a single content chunk, so DF is honoured.
+		f |= tflagSendDF
+	}
+	return f
+}
+
+// info returns the export information for e under the current negotiation
+// state. Repeated queries for the same export and state return the cached
+// answer, so NBD_OPT_INFO followed by NBD_OPT_GO report identical data even
+// if the device's dynamic capabilities change in between.
+func (c *conn) info(e *export) exportInfo {
+	li := &c.lastInfo
+	if li.exp == e && li.structured == c.structured {
+		return li.info
+	}
+	size := e.Device.Size()
+	if size < 0 {
+		size = 0
+	}
+	li.exp, li.structured = e, c.structured
+	li.info = exportInfo{size: uint64(size), tflags: transmissionFlags(e, c.structured)}
+	return li.info
+}
+
+// handshake runs the fixed newstyle negotiation. It returns the selected
+// export and the information sent for it, or ok == false if the connection
+// must be closed (client abort, protocol violation, timeout, shutdown).
+func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
+	s := c.s
+	aborted := false
+	defer func() {
+		if !ok && !aborted {
+			s.stats.handshakeFailures.Add(1)
+		}
+	}()
+	_ = c.nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	if s.shutting.Load() {
+		return nil, info, false
+	}
+
+	var hello [18]byte
+	binary.BigEndian.PutUint64(hello[0:], magicInitPasswd)
+	binary.BigEndian.PutUint64(hello[8:], magicIHaveOpt)
+	binary.BigEndian.PutUint16(hello[16:], flagFixedNewstyle|flagNoZeroes)
+	if !c.send(hello[:]) {
+		return nil, info, false
+	}
+	var cf [4]byte
+	if !c.recv(cf[:]) {
+		return nil, info, false
+	}
+	clientFlags := binary.BigEndian.Uint32(cf[:])
+	if clientFlags&^clientFlagsKnown != 0 {
+		c.log.Debug("nbd: unknown client flags; closing", "flags", clientFlags, "err", ErrProtocol)
+		return nil, info, false
+	}
+	c.noZeroes = clientFlags&clientFlagNoZeroes != 0
+
+	for {
+		var oh [optHeaderLen]byte
+		if !c.recv(oh[:]) {
+			return nil, info, false
+		}
+		if binary.BigEndian.Uint64(oh[0:]) != magicIHaveOpt {
+			c.log.Debug("nbd: bad option magic; closing", "err", ErrProtocol)
+			return nil, info, false
+		}
+		opt := binary.BigEndian.Uint32(oh[8:])
+		length := binary.BigEndian.Uint32(oh[12:])
+		if length > maxOptionLen {
+			c.log.Debug("nbd: option too large; closing", "option", opt, "length", length, "err", ErrProtocol)
+			if opt != optExportName {
+				c.optReply(opt, repErrTooBig, []byte("option data too large"))
+				c.flush()
+			}
+			return nil, info, false
+		}
+		if s.shutting.Load() && opt != optAbort {
+			if opt == optExportName {
+				return nil, info, false
+			}
+			if !c.skip(length) {
+				return nil, info, false
+			}
+			c.optReply(opt, repErrShutdown, []byte("server is shutting down"))
+			if !c.flush() {
+				return nil, info, false
+			}
+			continue
+		}
+
+		switch opt {
+		case optExportName:
+			name, ok := c.readOpt(length)
+			if !ok {
+				return nil, info, false
+			}
+			e := s.lookup(name)
+			if e == nil {
+				c.log.Debug("nbd: EXPORT_NAME for unknown export; closing", "name", string(name), "err", ErrProtocol)
+				return nil, info, false
+			}
+			info := c.info(e)
+			var b [10 + 124]byte
+			binary.BigEndian.PutUint64(b[0:], info.size)
+			binary.BigEndian.PutUint16(b[8:], info.tflags)
+			n := len(b)
+			if c.noZeroes {
+				n = 10
+			}
+			if !c.send(b[:n]) {
+				return nil, info, false
+			}
+			return e, info, c.enterTransmission()
+
+		case optAbort:
+			aborted = true
+			if c.skip(length) {
+				c.optReply(opt, repAck, nil)
+				c.flush()
+			}
+			return nil, info, false
+
+		case optList:
+			if length != 0 {
+				if !c.skip(length) {
+					return nil, info, false
+				}
+				c.optReply(opt, repErrInvalid, []byte("NBD_OPT_LIST takes no data"))
+				break
+			}
+			for _, ex := range s.exports {
+				p := make([]byte, 4, 4+len(ex.Name)+len(ex.Description))
+				binary.BigEndian.PutUint32(p, uint32(len(ex.Name)))
+				p = append(p, ex.Name...)
+				p = append(p, ex.Description...)
+				c.optReply(opt, repServer, p)
+			}
+			c.optReply(opt, repAck, nil)
+
+		case optInfo, optGo:
+			data, ok := c.readOpt(length)
+			if !ok {
+				return nil, info, false
+			}
+			name, reqs, valid := parseInfoRequest(data)
+			if !valid {
+				c.optReply(opt, repErrInvalid, []byte("malformed NBD_OPT_INFO/NBD_OPT_GO data"))
+				break
+			}
+			e := s.lookup(name)
+			if e == nil {
+				c.optReply(opt, repErrUnknown, []byte("unknown export"))
+				break
+			}
+			info := c.info(e)
+			c.sendInfo(opt, e, info, reqs)
+			c.optReply(opt, repAck, nil)
+			if opt == optGo {
+				if !c.flush() {
+					return nil, info, false
+				}
+				return e, info, c.enterTransmission()
+			}
+
+		case optStructuredReply:
+			if length != 0 {
+				if !c.skip(length) {
+					return nil, info, false
+				}
+				c.optReply(opt, repErrInvalid, []byte("NBD_OPT_STRUCTURED_REPLY takes no data"))
+				break
+			}
+			c.structured = true
+			c.optReply(opt, repAck, nil)
+
+		default:
+			// Includes STARTTLS (NOTLS mode), LIST/SET_META_CONTEXT and
+			// anything unknown: skip exactly the data and keep going.
+			if !c.skip(length) {
+				return nil, info, false
+			}
+			c.optReply(opt, repErrUnsup, []byte(fmt.Sprintf("option %d not supported", opt)))
+		}
+		if !c.flush() {
+			return nil, info, false
+		}
+	}
+}
+
+// enterTransmission clears the handshake deadline. If shutdown began
+// meanwhile, the read deadline is set again so the reader stops at once.
+func (c *conn) enterTransmission() bool {
+	_ = c.nc.SetDeadline(time.Time{})
+	if c.s.shutting.Load() {
+		c.interrupt()
+	}
+	return true
+}
+
+// parseInfoRequest decodes NBD_OPT_INFO/NBD_OPT_GO data: a 32-bit name
+// length, the name, a 16-bit count and that many 16-bit information
+// requests. The data length must match exactly.
+func parseInfoRequest(data []byte) (name []byte, reqs []byte, ok bool) {
+	if len(data) < 6 {
+		return nil, nil, false
+	}
+	nameLen := uint64(binary.BigEndian.Uint32(data))
+	if nameLen > uint64(len(data)-6) {
+		return nil, nil, false
+	}
+	name = data[4 : 4+nameLen]
+	rest := data[4+nameLen:]
+	count := int(binary.BigEndian.Uint16(rest))
+	reqs = rest[2:]
+	if len(reqs) != 2*count {
+		return nil, nil, false
+	}
+	return name, reqs, true
+}
+
+// sendInfo sends the NBD_REP_INFO replies for e: NBD_INFO_EXPORT and
+// NBD_INFO_BLOCK_SIZE always (the server enforces its block sizes whether or
+// not the client asked), NBD_INFO_NAME and NBD_INFO_DESCRIPTION when
+// requested (the description only if not empty).
+func (c *conn) sendInfo(opt uint32, e *export, info exportInfo, reqs []byte) {
+	var wantName, wantDesc bool
+	for i := 0; i+1 < len(reqs); i += 2 {
+		switch binary.BigEndian.Uint16(reqs[i:]) {
+		case infoName:
+			wantName = true
+		case infoDescription:
+			wantDesc = true
+		}
+	}
+	var b [14]byte
+	binary.BigEndian.PutUint16(b[0:], infoExport)
+	binary.BigEndian.PutUint64(b[2:], info.size)
+	binary.BigEndian.PutUint16(b[10:], info.tflags)
+	c.optReply(opt, repInfo, b[:12])
+
+	binary.BigEndian.PutUint16(b[0:], infoBlockSize)
+	binary.BigEndian.PutUint32(b[2:], e.minBlock)
+	binary.BigEndian.PutUint32(b[6:], e.prefBlock)
+	binary.BigEndian.PutUint32(b[10:], e.maxBlock)
+	c.optReply(opt, repInfo, b[:14])
+
+	if wantName {
+		p := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(e.Name)), infoName)
+		c.optReply(opt, repInfo, append(p, e.Name...))
+	}
+	if wantDesc && e.Description != "" {
+		p := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(e.Description)), infoDescription)
+		c.optReply(opt, repInfo, append(p, e.Description...))
+	}
+}
+
+// optReply buffers one option reply. Errors surface at the next flush.
+func (c *conn) optReply(opt, typ uint32, data []byte) {
+	var h [optReplyHeaderLen]byte
+	binary.BigEndian.PutUint64(h[0:], magicOptReply)
+	binary.BigEndian.PutUint32(h[8:], opt)
+	binary.BigEndian.PutUint32(h[12:], typ)
+	binary.BigEndian.PutUint32(h[16:], uint32(len(data)))
+	_, _ = c.bw.Write(h[:])
+	_, _ = c.bw.Write(data)
+}
+
+func (c *conn) send(b []byte) bool {
+	_, _ = c.bw.Write(b)
+	return c.flush()
+}
+
+func (c *conn) flush() bool {
+	if err := c.bw.Flush(); err != nil {
+		c.log.Debug("nbd: handshake write failed", "err", err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) recv(b []byte) bool {
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		c.log.Debug("nbd: handshake read failed", "err", err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) skip(n uint32) bool {
+	if _, err := c.br.Discard(int(n)); err != nil {
+		c.log.Debug("nbd: handshake read failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// readOpt reads n (<= maxOptionLen) bytes of option data into a reused
+// buffer. The result is valid until the next call.
+func (c *conn) readOpt(n uint32) ([]byte, bool) {
+	if cap(c.optBuf) < int(n) {
+		c.optBuf = make([]byte, n)
+	}
+	b := c.optBuf[:n]
+	return b, c.recv(b)
+}

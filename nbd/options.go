@@ -1,0 +1,164 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Export is one named export served by a Server.
+type Export struct {
+	// Name is the export name clients ask for. The empty name selects the
+	// default export, which is always the first one; only the first export
+	// may have an empty name.
+	Name string
+	// Description is a human-readable text sent with NBD_OPT_LIST and
+	// NBD_INFO_DESCRIPTION.
+	Description string
+	// Device serves the data. It must not be nil.
+	Device Device
+	// ReadOnly makes every write-type command fail with EPERM and sets
+	// NBD_FLAG_READ_ONLY.
+	ReadOnly bool
+}
+
+// Options configure a Server. The zero value of every field except Exports
+// means its default.
+type Options struct {
+	// Exports lists the exports; at least one is required.
+	Exports []Export
+	// MaxInFlightBytes bounds, per connection, the READ and WRITE payload
+	// bytes held by requests that have been read but not yet answered. The
+	// request reader blocks while the bound would be exceeded. Default
+	// 64 MiB; it must be at least MaxPayload.
+	MaxInFlightBytes int64
+	// MaxPayload is the largest READ or WRITE length served (and the cap of
+	// the advertised maximum block size). Longer requests get EINVAL (a
+	// rejected WRITE's payload is read and discarded, never buffered).
+	// Default 32 MiB; between 4 KiB and 1 GiB.
+	MaxPayload int64
+	// HandshakeTimeout bounds the whole option haggling phase of a
+	// connection. Default 10 s.
+	HandshakeTimeout time.Duration
+	// Workers is the number of requests executed concurrently per
+	// connection. Default 16.
+	Workers int
+	// Logger receives connection-level events at Debug level and
+	// unexpected failures at Warn. Nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultMaxPayload       = 32 << 20
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultWorkers          = 16
+
+	minMaxPayload = 4 << 10
+	maxMaxPayload = 1 << 30
+)
+
+// withDefaults returns o with zero fields replaced by their defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports every problem in o at once, each wrapping
+// ErrInvalidOptions, joined with errors.Join. It calls Size and (if
+// implemented) BlockSizes on each export's Device.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...))
+	}
+	if o.MaxInFlightBytes < 0 {
+		bad("MaxInFlightBytes %d is negative", o.MaxInFlightBytes)
+	}
+	if o.MaxPayload < 0 {
+		bad("MaxPayload %d is negative", o.MaxPayload)
+	}
+	if o.HandshakeTimeout < 0 {
+		bad("HandshakeTimeout %v is negative", o.HandshakeTimeout)
+	}
+	if o.Workers < 0 {
+		bad("Workers %d is negative", o.Workers)
+	}
+	d := o.withDefaults()
+	if o.MaxPayload >= 0 && (d.MaxPayload < minMaxPayload || d.MaxPayload > maxMaxPayload) {
+		bad("MaxPayload %d is outside [%d, %d]", d.MaxPayload, minMaxPayload, maxMaxPayload)
+	}
+	if o.MaxInFlightBytes >= 0 && o.MaxPayload >= 0 && d.MaxInFlightBytes < d.MaxPayload {
+		bad("MaxInFlightBytes %d is smaller than MaxPayload %d", d.MaxInFlightBytes, d.MaxPayload)
+	}
+	if len(o.Exports) == 0 {
+		bad("no exports")
+	}
+	seen := make(map[string]int, len(o.Exports))
+	for i, e := range o.Exports {
+		where := fmt.Sprintf("export %d (%q)", i, e.Name)
+		if prev, dup := seen[e.Name]; dup {
+			bad("%s: name already used by export %d", where, prev)
+		}
+		seen[e.Name] = i
+		if e.Name == "" && i != 0 {
+			bad("%s: only the first (default) export may have an empty name", where)
+		}
+		if msg := checkString(e.Name); msg != "" {
+			bad("%s: name %s", where, msg)
+		}
+		if msg := checkString(e.Description); msg != "" {
+			bad("%s: description %s", where, msg)
+		}
+		if e.Device == nil {
+			bad("%s: nil Device", where)
+			continue
+		}
+		if sz := e.Device.Size(); sz < 0 {
+			bad("%s: negative device size %d", where, sz)
+		}
+		minB, pref, maxB := rawBlockSizes(e.Device)
+		if !isPow2(minB) || minB > maxMinBlock {
+			bad("%s: minimum block size %d is not a power of two <= %d", where, minB, maxMinBlock)
+		}
+		if maxB < max(minB, 512) {
+			bad("%s: maximum block size %d is smaller than max(minimum %d, 512)", where, maxB, minB)
+		}
+		if pref < minB {
+			bad("%s: preferred block size %d is smaller than minimum %d", where, pref, minB)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkString applies the protocol's string rules; it returns "" if s is
+// acceptable.
+func checkString(s string) string {
+	switch {
+	case len(s) > maxStringLen:
+		return fmt.Sprintf("is %d bytes, longer than %d", len(s), maxStringLen)
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains NUL"
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	}
+	return ""
+}

@@ -1,0 +1,200 @@
+package nbd
+
+// Wire constants of the NBD protocol, named after doc/proto.md of
+// NetworkBlockDevice/nbd. All multi-byte fields are big-endian.
+
+// Magic numbers.
+const (
+	magicInitPasswd      uint64 = 0x4e42444d41474943 // "NBDMAGIC"
+	magicIHaveOpt        uint64 = 0x49484156454f5054 // "IHAVEOPT"
+	magicOptReply        uint64 = 0x0003e889045565a9
+	magicRequest         uint32 = 0x25609513
+	magicSimpleReply     uint32 = 0x67446698
+	magicStructuredReply uint32 = 0x668e33ef
+)
+
+// Handshake flags (server, 16 bits).
+const (
+	flagFixedNewstyle uint16 = 1 << 0
+	flagNoZeroes      uint16 = 1 << 1
+)
+
+// Client flags (32 bits).
+const (
+	clientFlagFixedNewstyle uint32 = 1 << 0
+	clientFlagNoZeroes      uint32 = 1 << 1
+	clientFlagsKnown               = clientFlagFixedNewstyle | clientFlagNoZeroes
+)
+
+// Transmission flags (16 bits).
+const (
+	tflagHasFlags        uint16 = 1 << 0
+	tflagReadOnly        uint16 = 1 << 1
+	tflagSendFlush       uint16 = 1 << 2
+	tflagSendFUA         uint16 = 1 << 3
+	tflagRotational      uint16 = 1 << 4
+	tflagSendTrim        uint16 = 1 << 5
+	tflagSendWriteZeroes uint16 = 1 << 6
+	tflagSendDF          uint16 = 1 << 7
+	tflagCanMultiConn    uint16 = 1 << 8
+	tflagSendResize      uint16 = 1 << 9
+	tflagSendCache       uint16 = 1 << 10
+	tflagSendFastZero    uint16 = 1 << 11
+)
+
+// Option types.
+const (
+	optExportName      uint32 = 1
+	optAbort           uint32 = 2
+	optList            uint32 = 3
+	optPeekExport      uint32 = 4
+	optStartTLS        uint32 = 5
+	optInfo            uint32 = 6
+	optGo              uint32 = 7
+	optStructuredReply uint32 = 8
+	optListMetaContext uint32 = 9
+	optSetMetaContext  uint32 = 10
+)
+
+// Option reply types. Errors have bit 31 set.
+const (
+	repAck            uint32 = 1
+	repServer         uint32 = 2
+	repInfo           uint32 = 3
+	repMetaContext    uint32 = 4
+	repErrUnsup       uint32 = 1<<31 + 1
+	repErrPolicy      uint32 = 1<<31 + 2
+	repErrInvalid     uint32 = 1<<31 + 3
+	repErrPlatform    uint32 = 1<<31 + 4
+	repErrTLSReqd     uint32 = 1<<31 + 5
+	repErrUnknown     uint32 = 1<<31 + 6
+	repErrShutdown    uint32 = 1<<31 + 7
+	repErrBlockSzReqd uint32 = 1<<31 + 8
+	repErrTooBig      uint32 = 1<<31 + 9
+)
+
+// Information types of NBD_REP_INFO.
+const (
+	infoExport      uint16 = 0
+	infoName        uint16 = 1
+	infoDescription uint16 = 2
+	infoBlockSize   uint16 = 3
+)
+
+// Command types.
+const (
+	cmdRead        uint16 = 0
+	cmdWrite       uint16 = 1
+	cmdDisc        uint16 = 2
+	cmdFlush       uint16 = 3
+	cmdTrim        uint16 = 4
+	cmdCache       uint16 = 5
+	cmdWriteZeroes uint16 = 6
+	cmdBlockStatus uint16 = 7
+	cmdResize      uint16 = 8
+)
+
+// Command flags.
+const (
+	cmdFlagFUA      uint16 = 1 << 0
+	cmdFlagNoHole   uint16 = 1 << 1
+	cmdFlagDF       uint16 = 1 << 2
+	cmdFlagReqOne   uint16 = 1 << 3
+	cmdFlagFastZero uint16 = 1 << 4
+)
+
+// Structured reply flags and types.
+const (
+	replyFlagDone uint16 = 1 << 0
+
+	replyTypeNone        uint16 = 0
+	replyTypeOffsetData  uint16 = 1
+	replyTypeOffsetHole  uint16 = 2
+	replyTypeBlockStatus uint16 = 5
+	replyTypeError       uint16 = 1<<15 + 1
+	replyTypeErrorOffset uint16 = 1<<15 + 2
+)
+
+// Protocol error values (NBD_E*). They are fixed by the protocol and are
+// independent of the host's errno numbering.
+const (
+	errnoPerm     uint32 = 1
+	errnoIO       uint32 = 5
+	errnoNoMem    uint32 = 12
+	errnoInval    uint32 = 22
+	errnoNoSpc    uint32 = 28
+	errnoOverflow uint32 = 75
+	errnoNotSup   uint32 = 95
+	errnoShutdown uint32 = 108
+)
+
+// Sizes of fixed wire structures.
+const (
+	requestHeaderLen    = 28
+	simpleReplyLen      = 16
+	structuredHeaderLen = 20
+	optHeaderLen        = 16 // IHAVEOPT + option + length
+	optReplyHeaderLen   = 20
+)
+
+// Protocol limits.
+const (
+	// maxStringLen is the spec's hard limit for strings (export names,
+	// descriptions, error messages).
+	maxStringLen = 4096
+	// maxOptionLen caps the option data the server is willing to read into
+	// memory. Larger options are refused (NBD_REP_ERR_TOO_BIG) and the
+	// connection is dropped without reading the data.
+	maxOptionLen = 64 << 10
+	// dosPayloadFloor is the payload size the spec says SHOULD NOT be
+	// treated as a denial of service (2^25).
+	dosPayloadFloor = 32 << 20
+)
+
+func errnoName(e uint32) string {
+	switch e {
+	case 0:
+		return "OK"
+	case errnoPerm:
+		return "EPERM"
+	case errnoIO:
+		return "EIO"
+	case errnoNoMem:
+		return "ENOMEM"
+	case errnoInval:
+		return "EINVAL"
+	case errnoNoSpc:
+		return "ENOSPC"
+	case errnoOverflow:
+		return "EOVERFLOW"
+	case errnoNotSup:
+		return "ENOTSUP"
+	case errnoShutdown:
+		return "ESHUTDOWN"
+	default:
+		return "E?"
+	}
+}
+
+func cmdName(t uint16) string {
+	switch t {
+	case cmdRead:
+		return "READ"
+	case cmdWrite:
+		return "WRITE"
+	case cmdDisc:
+		return "DISC"
+	case cmdFlush:
+		return "FLUSH"
+	case cmdTrim:
+		return "TRIM"
+	case cmdCache:
+		return "CACHE"
+	case cmdWriteZeroes:
+		return "WRITE_ZEROES"
+	case cmdBlockStatus:
+		return "BLOCK_STATUS"
+	default:
+		return "UNKNOWN"
+	}
+}

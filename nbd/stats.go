@@ -1,0 +1,59 @@
+package nbd
+
+import "sync/atomic"
+
+// Stats is a snapshot of a server's counters since NewServer. Counters are
+// updated with atomics and read individually, so a snapshot taken while
+// requests run is not a consistent cut.
+type Stats struct {
+	Connections       int64 // connections accepted or passed to ServeConn
+	ActiveConnections int64 // connections not yet closed
+	Handshakes        int64 // connections that entered transmission
+	HandshakeFailures int64 // connections closed during the handshake without ABORT
+
+	// Requests received, by command.
+	Reads, Writes, Flushes, Trims, Caches, WriteZeroes, Disconnects int64
+	// Requests with BLOCK_STATUS or an unknown command type.
+	OtherCommands int64
+
+	BytesRead    int64 // payload bytes sent in successful READ replies
+	BytesWritten int64 // payload bytes written by successful WRITEs
+	ErrorReplies int64 // replies carrying an error, any cause
+}
+
+type counters struct {
+	connections, active, handshakes, handshakeFailures atomic.Int64
+	cmds                                               [numCmdCounters]atomic.Int64
+	bytesRead, bytesWritten, errorReplies              atomic.Int64
+}
+
+const numCmdCounters = 8 // cmdRead..cmdWriteZeroes (0..6) and "other" (7)
+
+func (c *counters) countCommand(typ uint16) {
+	if typ > cmdWriteZeroes {
+		typ = numCmdCounters - 1
+	}
+	c.cmds[typ].Add(1)
+}
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Connections:       c.connections.Load(),
+		ActiveConnections: c.active.Load(),
+		Handshakes:        c.handshakes.Load(),
+		HandshakeFailures: c.handshakeFailures.Load(),
+		Reads:             c.cmds[cmdRead].Load(),
+		Writes:            c.cmds[cmdWrite].Load(),
+		Flushes:           c.cmds[cmdFlush].Load(),
+		Trims:             c.cmds[cmdTrim].Load(),
+		Caches:            c.cmds[cmdCache].Load(),
+		WriteZeroes:       c.cmds[cmdWriteZeroes].Load(),
+		Disconnects:       c.cmds[cmdDisc].Load(),
+		OtherCommands:     c.cmds[numCmdCounters-1].Load(),
+		BytesRead:         c.bytesRead.Load(),
+		BytesWritten:      c.bytesWritten.Load(),
+		ErrorReplies:      c.errorReplies.Load(),
+	}
+}

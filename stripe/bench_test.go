@@ -42,7 +42,6 @@ func BenchmarkExtents(b *testing.B) {
 				buf := make([]stripe.Extent, 0, 64)
 				span := g.Size() - n
 				b.ReportAllocs()
-				b.SetBytes(n)
 				var off int64
 				for b.Loop() {
 					buf = g.Extents(buf[:0], off, n)

@@ -9,6 +9,8 @@ var (
 	ErrChunk = errors.New("stripe: invalid chunk size")
 	// ErrMembers is returned by New when the member count is too small or too large for the level.
 	ErrMembers = errors.New("stripe: invalid member count")
+	// ErrTooLarge is returned by New when the array size would not fit in an int64.
+	ErrTooLarge = errors.New("stripe: array too large")
 	// ErrTooSmall is returned by New when a member's data region cannot hold one chunk.
 	ErrTooSmall = errors.New("stripe: member too small")
 )

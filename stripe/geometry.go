@@ -42,7 +42,7 @@ func ParseLevel(s string) (Level, error) {
 		return RAID1, nil
 	}
 	n, err := strconv.Atoi(t)
-	if err != nil || !Level(n).Valid() {
+	if err != nil || !Level(n).Valid() || strconv.Itoa(n) != t {
 		return 0, fmt.Errorf("%w: %q (want 0, 1, 5 or 10)", ErrLevel, s)
 	}
 	return Level(n), nil
@@ -111,6 +111,9 @@ func New(level Level, members int, chunk, memberSize int64) (Geometry, error) {
 		g.dataChunks = members // slots per row; chunks per row is members/2
 		g.chunks = g.rows * int64(members) / Copies
 	}
+	if g.chunks > (1<<62)>>g.shift {
+		return Geometry{}, fmt.Errorf("%w: %d chunks of %d bytes overflow the array size", ErrTooLarge, g.chunks, chunk)
+	}
 	g.size = g.chunks << g.shift
 	return g, nil
 }
@@ -134,8 +137,8 @@ func (g Geometry) MemberSize() int64 { return g.rows << g.shift }
 func (g Geometry) Size() int64 { return g.size }
 
 // Tolerance returns how many members may be missing without data loss in
-// the best case: RAID0 0, RAID1 n-1, RAID5 1, RAID10 1 per copy set
-// (reported here as 1; use Survives for a specific set of missing members).
+// the worst case: RAID0 0, RAID1 n-1, RAID5 1, RAID10 1 (one per copy set
+// in the best case; use Survives for a specific set of missing members).
 func (g Geometry) Tolerance() int {
 	switch g.level {
 	case RAID1:
@@ -386,4 +389,18 @@ func (g Geometry) Survives(missing uint64) bool {
 		}
 	}
 	return true
+}
+
+// RowRange returns the first and last member row that hold any copy, data
+// or parity of array bytes [off, off+n), n > 0.
+func (g Geometry) RowRange(off, n int64) (first, last int64) {
+	c0, c1 := off>>g.shift, (off+n-1)>>g.shift
+	switch g.level {
+	case RAID0, RAID5:
+		return c0 / int64(g.dataChunks), c1 / int64(g.dataChunks)
+	case RAID1:
+		return c0, c1
+	}
+	m := int64(g.members)
+	return c0 * Copies / m, (c1*Copies + Copies - 1) / m
 }

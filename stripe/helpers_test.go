@@ -96,6 +96,24 @@ func checkExtents(t *testing.T, g stripe.Geometry, off, n int64, ext []stripe.Ex
 	assert.Equal(t, first, ext[0].Stripe, "%v: StripeRange(%d, %d) first", g, off, n)
 	assert.Equal(t, last, ext[len(ext)-1].Stripe, "%v: StripeRange(%d, %d) last", g, off, n)
 
+	// RowRange is the tightest row range holding every copy of the bytes.
+	rowLo, rowHi := g.RowRange(off, n)
+	minRow, maxRow := int64(1)<<62, int64(-1)
+	for _, e := range ext {
+		rows := []int64{e.Row}
+		if isMirror(g.Level()) {
+			rows = rows[:0]
+			for _, l := range g.Copies(nil, e.Chunk, e.Off%chunk) {
+				rows = append(rows, l.Off/chunk)
+			}
+		}
+		for _, r := range rows {
+			minRow, maxRow = min(minRow, r), max(maxRow, r)
+		}
+	}
+	assert.Equal(t, minRow, rowLo, "%v: RowRange(%d, %d) first", g, off, n)
+	assert.Equal(t, maxRow, rowHi, "%v: RowRange(%d, %d) last", g, off, n)
+
 	var locs []stripe.Loc
 	var sum int64
 	for i, e := range ext {

@@ -32,7 +32,7 @@ func slotRange(first, last int64) (a0, a1, b0, b1 int) {
 	return 0, l, f, lockSlots - 1
 }
 
-// Lock takes the stripes first..last (inclusive) exclusively.
+// Lock takes the stripes first..last (inclusive) exclusively; 0 <= first <= last.
 func (t *Locks) Lock(first, last int64) {
 	a0, a1, b0, b1 := slotRange(first, last)
 	for i := a0; i <= a1; i++ {

@@ -199,15 +199,19 @@ func TestLocksWrapAndLongNoDeadlock(t *testing.T) {
 	assert.Empty(t, heldSlots(&l), "slots still held at the end")
 }
 
-// blocked reports whether f is still blocked after a short wait; it returns
-// a channel closed when f finally returns.
-func blocked(f func()) (stillBlocked bool, done <-chan struct{}) {
+// shortWait is how long a locker that must block is watched. A correct
+// table blocks it forever, so a slow machine cannot make a test fail.
+const shortWait = 50 * time.Millisecond
+
+// blocked reports whether f is still blocked after wait; it returns a
+// channel closed when f finally returns.
+func blocked(f func(), wait time.Duration) (stillBlocked bool, done <-chan struct{}) {
 	ch := make(chan struct{})
 	go func() { defer close(ch); f() }()
 	select {
 	case <-ch:
 		return false, ch
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(wait):
 		return true, ch
 	}
 }
@@ -237,7 +241,13 @@ func TestLocksExclusion(t *testing.T) {
 			if tc.otherIsRLock {
 				take, release = l.RLock, l.RUnlock
 			}
-			stillBlocked, done := blocked(func() { take(tc.other[0], tc.other[1]) })
+			// A locker that must not block gets the long timeout, so a slow
+			// machine cannot fail the test either way.
+			wait := deadlockTimeout
+			if tc.shouldBlock {
+				wait = shortWait
+			}
+			stillBlocked, done := blocked(func() { take(tc.other[0], tc.other[1]) }, wait)
 			assert.Equal(t, tc.shouldBlock, stillBlocked, "held %v, then %v", tc.held, tc.other)
 			l.Unlock(tc.held[0], tc.held[1])
 			select {
@@ -261,14 +271,14 @@ func TestRLockShared(t *testing.T) {
 	within(t, deadlockTimeout, "second reader", func() { l.RLock(8, 12) })
 	within(t, deadlockTimeout, "wrapping reader", func() { l.RLock(lockSlots-1, lockSlots+6) })
 
-	stillBlocked, done := blocked(func() { l.Lock(9, 9) })
+	stillBlocked, done := blocked(func() { l.Lock(9, 9) }, shortWait)
 	require.True(t, stillBlocked, "writer got in while readers hold the stripe")
 	l.RUnlock(5, 10)
 	l.RUnlock(lockSlots-1, lockSlots+6)
 	select {
 	case <-done:
 		t.Fatal("writer got in while one reader still holds the stripe")
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(shortWait):
 	}
 	l.RUnlock(8, 12)
 	select {

@@ -169,7 +169,7 @@ func TestRoundTrip(t *testing.T) {
 			m.ChunkSize = 1 << 63
 			m.DataOffset = 1 << 62
 			m.DataSize = math.MaxInt64 - 1<<62
-			m.BitmapRegion = 1<<62 - BitmapOffset
+			m.BitmapRegion = 1 << 62
 			m.CreateTime, m.UpdateTime = math.MinInt64, math.MaxInt64
 		}},
 		{"max-members", func(m *Meta) {
@@ -179,7 +179,7 @@ func TestRoundTrip(t *testing.T) {
 				m.Members = append(m.Members, MemberInfo{UUID: uuidN(byte(i + 1)), Role: int32(i)})
 			}
 		}},
-		{"bitmap-default-header", func(m *Meta) { m.BitmapRegion = BitmapBytes }},
+		{"bitmap-64M", func(m *Meta) { m.BitmapRegion = 64 << 20 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +235,8 @@ func TestValidate(t *testing.T) {
 			m.RebuildRole, m.RebuildCheckpoint = 1, m.DataSize+1
 		}, []string{"RebuildCheckpoint"}},
 		{"bitmap-unaligned", func(m *Meta) { m.BitmapRegion = 100 }, []string{"BitmapRegion"}},
-		{"bitmap-too-big", func(m *Meta) { m.BitmapRegion = BitmapBytes + Align }, []string{"BitmapRegion"}},
+		{"bitmap-not-power-of-two", func(m *Meta) { m.BitmapRegion = BitmapBytes + Align }, []string{"BitmapRegion"}},
+		{"bitmap-too-fine", func(m *Meta) { m.DataSize = 1 << 40; m.BitmapRegion = Align }, []string{"BitmapRegion"}},
 		{"members-empty", func(m *Meta) { m.Members = nil }, []string{"Members"}},
 		{"members-too-many", func(m *Meta) {
 			for i := range MaxMembers {

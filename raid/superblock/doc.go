@@ -46,7 +46,7 @@
 //	161     3     reserved, zero
 //	164     4     RebuildRole int32, -1 = none
 //	168     8     RebuildCheckpoint uint64, data-region bytes
-//	176     8     BitmapRegion uint64, bytes (0 = no bitmap)
+//	176     8     BitmapRegion uint64, data bytes per bitmap bit (0 = no bitmap)
 //	184     8     CreateTime int64, unix nanoseconds
 //	192     8     UpdateTime int64, unix nanoseconds
 //	200     4     member count uint32 (1..64)

@@ -103,7 +103,7 @@ type Meta struct {
 	RebuildRole       int32  // role being rebuilt, or -1 for none
 	RebuildCheckpoint uint64 // data-region offset below which RebuildRole is rebuilt; 0 if none
 
-	BitmapRegion uint64 // bytes reserved for the write-intent bitmap; 0 = none
+	BitmapRegion uint64 // bytes of each member's data region covered by one write-intent bitmap bit; 0 = no bitmap
 
 	CreateTime int64 // unix nanoseconds
 	UpdateTime int64 // unix nanoseconds
@@ -134,8 +134,8 @@ func (m *Meta) Clone() *Meta {
 // -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
 // DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
 // RebuildCheckpoint <= DataSize, and is 0 when RebuildRole is -1;
-// BitmapRegion is a multiple of Align that fits between BitmapOffset and
-// DataOffset. The member table has 1..MaxMembers entries with distinct, non
+// BitmapRegion is 0 or a power of two >= Align, and the bitmap of
+// ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
 // removed entries hold -1 or a role in range. The table lists this member
@@ -213,11 +213,13 @@ func (m *Meta) problems() problemList {
 	case m.RebuildCheckpoint > m.DataSize:
 		bad("RebuildCheckpoint", "%d is beyond DataSize %d", m.RebuildCheckpoint, m.DataSize)
 	}
-	if m.BitmapRegion%Align != 0 {
-		bad("BitmapRegion", "%d is not a multiple of %d", m.BitmapRegion, Align)
-	}
-	if m.BitmapRegion > 0 && m.DataOffset >= BitmapOffset && m.BitmapRegion > m.DataOffset-BitmapOffset {
-		bad("BitmapRegion", "%d does not fit between BitmapOffset %d and DataOffset %d", m.BitmapRegion, BitmapOffset, m.DataOffset)
+	if r := m.BitmapRegion; r != 0 {
+		switch {
+		case r < Align || bits.OnesCount64(r) != 1:
+			bad("BitmapRegion", "%d is not a power of two of at least %d", r, Align)
+		case m.DataSize > 0 && m.DataOffset >= BitmapOffset && (m.DataSize-1)/r+1 > (m.DataOffset-BitmapOffset)*8:
+			bad("BitmapRegion", "%d gives %d bits for DataSize %d, more than fit between BitmapOffset %d and DataOffset %d", r, (m.DataSize-1)/r+1, m.DataSize, BitmapOffset, m.DataOffset)
+		}
 	}
 
 	if len(m.Members) == 0 {

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// errConfig is wrapped by every configuration problem.
+var errConfig = errors.New("config")
+
+// Config is the whole configuration of raidd serve. Keys are snake_case in
+// YAML; nested keys map to environment variables with the RAIDD_ prefix and
+// dots turned into underscores (nbd.max_payload is RAIDD_NBD_MAX_PAYLOAD).
+type Config struct {
+	// Listen lists the NBD listen addresses: "host:port" or "tcp://host:port"
+	// for TCP, "unix:///path" or an absolute path for a unix socket.
+	Listen []string `mapstructure:"listen"`
+	// Control is the unix socket of the control API used by raidd status
+	// and raidd check, and serving /metrics; empty disables it.
+	Control string `mapstructure:"control"`
+	// MetricsListen is an optional TCP address serving /metrics only.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// ShutdownTimeout bounds how long a graceful stop waits for NBD requests
+	// in flight before closing connections.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	Log             LogConfig     `mapstructure:"log"`
+	NBD             NBDConfig     `mapstructure:"nbd"`
+	Arrays          []ArrayConfig `mapstructure:"arrays"`
+}
+
+// LogConfig selects the log level and format.
+type LogConfig struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn, error
+	Format string `mapstructure:"format"` // text or json
+}
+
+// NBDConfig maps onto nbd.Options; zero means the nbd package's default.
+type NBDConfig struct {
+	Workers          int           `mapstructure:"workers"`
+	MaxPayload       byteSize      `mapstructure:"max_payload"`
+	MaxInFlight      byteSize      `mapstructure:"max_in_flight"`
+	HandshakeTimeout time.Duration `mapstructure:"handshake_timeout"`
+}
+
+// ArrayConfig is one array to assemble and export.
+type ArrayConfig struct {
+	// Name is the array name recorded in the superblocks; assembly refuses
+	// members whose superblock names another array.
+	Name string `mapstructure:"name"`
+	// Export is the NBD export name; default Name.
+	Export      string `mapstructure:"export"`
+	Description string `mapstructure:"description"`
+	// Members lists the member devices: a path, or {path, write_mostly}.
+	Members  []MemberConfig `mapstructure:"members"`
+	ReadOnly bool           `mapstructure:"read_only"`
+	// Direct opens the members with O_DIRECT.
+	Direct bool `mapstructure:"direct"`
+	// CleanDelay, KeepZeroes and IOWorkers map onto raid.Options.
+	CleanDelay time.Duration `mapstructure:"clean_delay"`
+	KeepZeroes bool          `mapstructure:"keep_zeroes"`
+	IOWorkers  int           `mapstructure:"io_workers"`
+}
+
+// MemberConfig is one member device. In YAML it is either a plain path or a
+// mapping with path and write_mostly.
+type MemberConfig struct {
+	Path        string `mapstructure:"path"`
+	WriteMostly bool   `mapstructure:"write_mostly"`
+}
+
+// byteSize is a size in bytes that the configuration may spell "64MiB".
+type byteSize int64
+
+// Defaults. The control socket lives in /run/raidd, which the systemd unit
+// creates with RuntimeDirectory=raidd.
+const (
+	defaultListen          = "127.0.0.1:10809"
+	defaultControl         = "/run/raidd/raidd.sock"
+	defaultShutdownTimeout = 30 * time.Second
+)
+
+// scalarDefaults are the keys viper knows before any file is read. Listing
+// every scalar key here is also what lets AutomaticEnv find RAIDD_* for
+// keys the file does not mention.
+var scalarDefaults = map[string]any{
+	"listen":                []string{defaultListen},
+	"control":               defaultControl,
+	"metrics_listen":        "",
+	"shutdown_timeout":      defaultShutdownTimeout,
+	"log.level":             "info",
+	"log.format":            "text",
+	"nbd.workers":           0,
+	"nbd.max_payload":       "0",
+	"nbd.max_in_flight":     "0",
+	"nbd.handshake_timeout": time.Duration(0),
+}
+
+// newViper returns a fresh, non-global viper with the defaults and the
+// RAIDD_ environment bound.
+func newViper() *viper.Viper {
+	v := viper.New()
+	for k, d := range scalarDefaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix("RAIDD")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	return v
+}
+
+// bindFlags binds command-line flags to configuration keys: flags win over
+// the environment, which wins over the file.
+func bindFlags(v *viper.Viper, fs *pflag.FlagSet, keys map[string]string) error {
+	for flag, key := range keys {
+		f := fs.Lookup(flag)
+		if f == nil {
+			panic("raidd: unknown flag " + flag) // a programming error, not input
+		}
+		if err := v.BindPFlag(key, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// configPath returns the file named by --config, else by RAIDD_CONFIG, else
+// "". Commands without a --config flag read no file.
+func configPath(fs *pflag.FlagSet) string {
+	f := fs.Lookup("config")
+	switch {
+	case f == nil:
+		return ""
+	case f.Value.String() != "":
+		return f.Value.String()
+	}
+	return os.Getenv("RAIDD_CONFIG")
+}
+
+// loadConfig reads the YAML file at path (if any) into v and decodes
+// everything into a Config. Unknown keys are an error, so that a typo does
+// not silently fall back to a default. It does not validate the result.
+func loadConfig(v *viper.Viper, path string) (*Config, error) {
+	if path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("%w: read %s: %w", errConfig, path, err)
+		}
+	}
+	var c Config
+	hook := mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		stringToByteSize,
+		stringToMember,
+		splitList,
+	)
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(hook)); err != nil {
+		where := "configuration"
+		if path != "" {
+			where = path
+		}
+		return nil, fmt.Errorf("%w: %s: %w", errConfig, where, err)
+	}
+	return &c, nil
+}
+
+// stringToByteSize decodes "64MiB" (or a plain number) into a byteSize.
+func stringToByteSize(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[byteSize]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	n, err := parseSize(data.(string))
+	return byteSize(n), err
+}
+
+// stringToMember lets a member be written as a bare path.
+func stringToMember(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[MemberConfig]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	return MemberConfig{Path: data.(string)}, nil
+}
+
+// splitList turns "a,b" (from the environment or a flag) into a list.
+func splitList(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	if s == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts, nil
+}
+
+// exportName returns the NBD export name of a.
+func (a *ArrayConfig) exportName() string {
+	if a.Export != "" {
+		return a.Export
+	}
+	return a.Name
+}
+
+// Validate reports every problem of a serve configuration at once, before
+// any device is opened. Problems the nbd and raid packages check themselves
+// (payload bounds and the like) are reported by them at startup.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{errConfig}, args...)...))
+	}
+	if len(c.Listen) == 0 {
+		bad("listen: no NBD listen address")
+	}
+	for _, l := range c.Listen {
+		if _, _, err := parseListen(l); err != nil {
+			bad("listen: %v", err)
+		}
+	}
+	if c.Control != "" && !filepath.IsAbs(c.Control) {
+		bad("control: %q is not an absolute path", c.Control)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			bad("metrics_listen: %q is not host:port", c.MetricsListen)
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout: %v is negative", c.ShutdownTimeout)
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level: %v", err)
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format: %q is not text or json", f)
+	}
+	if c.NBD.Workers < 0 {
+		bad("nbd.workers: %d is negative", c.NBD.Workers)
+	}
+	if c.NBD.HandshakeTimeout < 0 {
+		bad("nbd.handshake_timeout: %v is negative", c.NBD.HandshakeTimeout)
+	}
+	if len(c.Arrays) == 0 {
+		bad("arrays: no array configured")
+	}
+	names, exports, paths := map[string]int{}, map[string]int{}, map[string]string{}
+	for i, a := range c.Arrays {
+		where := fmt.Sprintf("arrays[%d]", i)
+		if a.Name == "" {
+			bad("%s: name is empty", where)
+		} else {
+			where = fmt.Sprintf("arrays[%d] (%s)", i, a.Name)
+			if j, dup := names[a.Name]; dup {
+				bad("%s: name already used by arrays[%d]", where, j)
+			}
+			names[a.Name] = i
+		}
+		if e := a.exportName(); e != "" {
+			if j, dup := exports[e]; dup {
+				bad("%s: export name %q already used by arrays[%d]", where, e, j)
+			}
+			exports[e] = i
+		}
+		if len(a.Members) == 0 {
+			bad("%s: members: no member listed", where)
+		}
+		for j, m := range a.Members {
+			switch {
+			case m.Path == "":
+				bad("%s: members[%d]: path is empty", where, j)
+			case !filepath.IsAbs(m.Path):
+				bad("%s: members[%d]: %q is not an absolute path", where, j, m.Path)
+			default:
+				p := filepath.Clean(m.Path)
+				if other, dup := paths[p]; dup {
+					bad("%s: members[%d]: %s is already a member of %s", where, j, p, other)
+				}
+				paths[p] = where
+			}
+		}
+		if a.CleanDelay < 0 {
+			bad("%s: clean_delay: %v is negative", where, a.CleanDelay)
+		}
+		if a.IOWorkers < 0 {
+			bad("%s: io_workers: %d is negative", where, a.IOWorkers)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parseLevel maps a log level name to a slog.Level.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// parseListen splits a listen address into a network and an address.
+func parseListen(s string) (network, addr string, err error) {
+	switch {
+	case strings.HasPrefix(s, "unix://"):
+		network, addr = "unix", strings.TrimPrefix(s, "unix://")
+		if !filepath.IsAbs(addr) {
+			return "", "", fmt.Errorf("%q: unix socket path must be absolute", s)
+		}
+	case strings.HasPrefix(s, "/"):
+		network, addr = "unix", s
+	case strings.HasPrefix(s, "tcp://"):
+		network, addr = "tcp", strings.TrimPrefix(s, "tcp://")
+	case strings.Contains(s, "://"):
+		return "", "", fmt.Errorf("%q: unknown scheme (want tcp:// or unix://)", s)
+	default:
+		network, addr = "tcp", s
+	}
+	if network == "tcp" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", fmt.Errorf("%q: want host:port (use [::]:10809 or :10809 for every address)", s)
+		}
+	}
+	return network, addr, nil
+}

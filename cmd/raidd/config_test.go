@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeFile writes content to a new file in t's temp dir and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+const fullConfig = `
+listen:
+  - 127.0.0.1:10809
+  - unix:///run/raidd/nbd.sock
+control: /run/raidd/raidd.sock
+metrics_listen: 127.0.0.1:9810
+shutdown_timeout: 1m
+log: {level: debug, format: json}
+nbd:
+  workers: 8
+  max_payload: 16MiB
+  max_in_flight: 128MiB
+  handshake_timeout: 5s
+arrays:
+  - name: data
+    export: vol0
+    description: main volume
+    members:
+      - /dev/sdb
+      - path: /dev/sdc
+        write_mostly: true
+    read_only: true
+    direct: true
+    clean_delay: 5s
+    keep_zeroes: true
+    io_workers: 32
+  - name: scratch
+    members: [/var/lib/raidd/a.img, /var/lib/raidd/b.img]
+`
+
+func TestLoadConfigFull(t *testing.T) {
+	c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", fullConfig))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	want := &Config{
+		Listen:          []string{"127.0.0.1:10809", "unix:///run/raidd/nbd.sock"},
+		Control:         "/run/raidd/raidd.sock",
+		MetricsListen:   "127.0.0.1:9810",
+		ShutdownTimeout: time.Minute,
+		Log:             LogConfig{Level: "debug", Format: "json"},
+		NBD:             NBDConfig{Workers: 8, MaxPayload: 16 << 20, MaxInFlight: 128 << 20, HandshakeTimeout: 5 * time.Second},
+		Arrays: []ArrayConfig{
+			{
+				Name: "data", Export: "vol0", Description: "main volume",
+				Members:  []MemberConfig{{Path: "/dev/sdb"}, {Path: "/dev/sdc", WriteMostly: true}},
+				ReadOnly: true, Direct: true, CleanDelay: 5 * time.Second, KeepZeroes: true, IOWorkers: 32,
+			},
+			{Name: "scratch", Members: []MemberConfig{{Path: "/var/lib/raidd/a.img"}, {Path: "/var/lib/raidd/b.img"}}},
+		},
+	}
+	assert.Equal(t, want, c)
+	assert.Equal(t, "vol0", c.Arrays[0].exportName())
+	assert.Equal(t, "scratch", c.Arrays[1].exportName())
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "arrays: [{name: a, members: [/a, /b]}]\n"))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	assert.Equal(t, []string{defaultListen}, c.Listen)
+	assert.Equal(t, defaultControl, c.Control)
+	assert.Equal(t, defaultShutdownTimeout, c.ShutdownTimeout)
+	assert.Equal(t, LogConfig{Level: "info", Format: "text"}, c.Log)
+	assert.Equal(t, NBDConfig{}, c.NBD, "zero nbd options mean the nbd package's defaults")
+}
+
+// The sample shipped for the systemd unit must load and validate.
+func TestSampleConfig(t *testing.T) {
+	c, err := loadConfig(newViper(), "../../contrib/systemd/raidd.yaml")
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+}
+
+func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
+	tests := map[string]struct{ yaml, key string }{
+		"top level":    {"listen: [':1']\nlisten_addr: x\n", "listen_addr"},
+		"nested":       {"nbd: {workers: 1, worker: 2}\n", "worker"},
+		"in an array":  {"arrays: [{name: a, memebrs: [/a]}]\n", "memebrs"},
+		"in a member":  {"arrays: [{name: a, members: [{path: /a, writemostly: true}]}]\n", "writemostly"},
+		"log":          {"log: {level: info, colour: true}\n", "colour"},
+		"wrong type":   {"nbd: {workers: many}\n", "workers"},
+		"bad size":     {"nbd: {max_payload: 12 parsecs}\n", "12 parsecs"},
+		"bad duration": {"shutdown_timeout: soon\n", "shutdown_timeout"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", tt.yaml))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errConfig)
+			assert.Contains(t, err.Error(), tt.key)
+		})
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := loadConfig(newViper(), filepath.Join(t.TempDir(), "nope.yaml"))
+	assert.ErrorIs(t, err, errConfig)
+}
+
+func TestLoadConfigEnvironment(t *testing.T) {
+	t.Setenv("RAIDD_LISTEN", "127.0.0.1:1, unix:///tmp/x.sock")
+	t.Setenv("RAIDD_CONTROL", "/tmp/c.sock")
+	t.Setenv("RAIDD_LOG_LEVEL", "warn")
+	t.Setenv("RAIDD_NBD_MAX_PAYLOAD", "8MiB")
+	t.Setenv("RAIDD_NBD_WORKERS", "3")
+	t.Setenv("RAIDD_SHUTDOWN_TIMEOUT", "7s")
+	// The environment wins over the file.
+	c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "control: /file.sock\nlog: {level: debug}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:1", "unix:///tmp/x.sock"}, c.Listen)
+	assert.Equal(t, "/tmp/c.sock", c.Control)
+	assert.Equal(t, "warn", c.Log.Level)
+	assert.Equal(t, byteSize(8<<20), c.NBD.MaxPayload)
+	assert.Equal(t, 3, c.NBD.Workers)
+	assert.Equal(t, 7*time.Second, c.ShutdownTimeout)
+}
+
+func TestServeFlagsWinOverEnvironmentAndFile(t *testing.T) {
+	t.Setenv("RAIDD_CONTROL", "/env.sock")
+	t.Setenv("RAIDD_LOG_FORMAT", "json")
+	path := writeFile(t, "raidd.yaml", "control: /file.sock\nlisten: [/file-nbd.sock]\n")
+	c := &cli{stdout: new(strings.Builder), stderr: new(strings.Builder)}
+	cmd, _, err := c.rootCmd().Find([]string{"serve"})
+	require.NoError(t, err)
+	require.NoError(t, cmd.ParseFlags([]string{"--config", path, "--control", "/flag.sock", "--listen", "/a.sock", "--listen", "127.0.0.1:1"}))
+	cfg, err := commandConfig(cmd, map[string]string{"control": "control", "listen": "listen", "log-format": "log.format"})
+	require.NoError(t, err)
+	assert.Equal(t, "/flag.sock", cfg.Control)
+	assert.Equal(t, []string{"/a.sock", "127.0.0.1:1"}, cfg.Listen)
+	assert.Equal(t, "json", cfg.Log.Format, "an unset flag does not override the environment")
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := &Config{
+		Listen:          []string{"nowhere", "ftp://x:1", "unix://relative"},
+		Control:         "relative.sock",
+		MetricsListen:   "9100",
+		ShutdownTimeout: -time.Second,
+		Log:             LogConfig{Level: "loud", Format: "xml"},
+		NBD:             NBDConfig{Workers: -1, HandshakeTimeout: -1},
+		Arrays: []ArrayConfig{
+			{Name: "a", Members: []MemberConfig{{Path: "/dev/sdb"}, {Path: ""}, {Path: "rel.img"}}, CleanDelay: -1, IOWorkers: -1},
+			{Name: "a", Export: "x", Members: []MemberConfig{{Path: "/dev/sdb/"}}},
+			{Name: "b", Export: "x"},
+			{},
+		},
+	}
+	err := c.Validate()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errConfig)
+	for _, want := range []string{
+		`"nowhere": want host:port`,
+		`"ftp://x:1": unknown scheme`,
+		`"unix://relative": unix socket path must be absolute`,
+		`control: "relative.sock" is not an absolute path`,
+		`metrics_listen: "9100"`,
+		`shutdown_timeout: -1s is negative`,
+		`log.level: "loud"`,
+		`log.format: "xml"`,
+		`nbd.workers: -1`,
+		`nbd.handshake_timeout`,
+		`arrays[0] (a): members[1]: path is empty`,
+		`arrays[0] (a): members[2]: "rel.img" is not an absolute path`,
+		`arrays[0] (a): clean_delay`,
+		`arrays[0] (a): io_workers`,
+		`arrays[1] (a): name already used by arrays[0]`,
+		`arrays[1] (a): members[0]: /dev/sdb is already a member of arrays[0] (a)`,
+		`arrays[2] (b): export name "x" already used by arrays[1]`,
+		`arrays[2] (b): members: no member listed`,
+		`arrays[3]: name is empty`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.Len(t, strings.Split(err.Error(), "\n"), 20)
+	assert.False(t, errors.Is(err, errSize))
+}
+
+func TestValidateNoArrays(t *testing.T) {
+	c, err := loadConfig(newViper(), "")
+	require.NoError(t, err)
+	assert.ErrorContains(t, c.Validate(), "arrays: no array configured")
+}
+
+func TestParseListen(t *testing.T) {
+	tests := []struct{ in, network, addr string }{
+		{"127.0.0.1:10809", "tcp", "127.0.0.1:10809"},
+		{":10809", "tcp", ":10809"},
+		{"[::1]:10809", "tcp", "[::1]:10809"},
+		{"tcp://0.0.0.0:10809", "tcp", "0.0.0.0:10809"},
+		{"unix:///run/raidd/nbd.sock", "unix", "/run/raidd/nbd.sock"},
+		{"/run/raidd/nbd.sock", "unix", "/run/raidd/nbd.sock"},
+	}
+	for _, tt := range tests {
+		n, a, err := parseListen(tt.in)
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.network, n, tt.in)
+		assert.Equal(t, tt.addr, a, tt.in)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// examined is the JSON form of one member's superblock.
+type examined struct {
+	Path              string          `json:"path"`
+	Error             string          `json:"error,omitempty"`
+	ArrayUUID         string          `json:"array_uuid,omitempty"`
+	Name              string          `json:"name,omitempty"`
+	Level             string          `json:"level,omitempty"`
+	Chunk             uint64          `json:"chunk,omitempty"`
+	RaidMembers       uint32          `json:"raid_members,omitempty"`
+	Role              int32           `json:"role"`
+	MemberUUID        string          `json:"member_uuid,omitempty"`
+	DataOffset        uint64          `json:"data_offset,omitempty"`
+	DataSize          uint64          `json:"data_size,omitempty"`
+	Events            uint64          `json:"events"`
+	State             string          `json:"state,omitempty"`
+	RebuildRole       int32           `json:"rebuild_role"`
+	RebuildCheckpoint uint64          `json:"rebuild_checkpoint"`
+	Created           time.Time       `json:"created"`
+	Updated           time.Time       `json:"updated"`
+	Members           []examinedEntry `json:"members,omitempty"`
+}
+
+type examinedEntry struct {
+	UUID  string `json:"uuid"`
+	Role  int32  `json:"role"`
+	State string `json:"state"`
+}
+
+func (c *cli) examineCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "examine MEMBER...",
+		Short: "Print the superblock of member devices",
+		Long: `Examine reads the raidd superblock of each member, read-only, and prints
+the array it belongs to, its role, its event counter and the member table
+as this member last knew it. It works on members of a running array too.
+It exits 1 if any member has no valid superblock.`,
+		Args: args(cobra.MinimumNArgs(1)),
+	}
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	cmd.RunE = func(_ *cobra.Command, paths []string) error {
+		var (
+			out  []examined
+			errs []error
+		)
+		for _, p := range paths {
+			e, err := examine(p)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+				e = examined{Path: p, Error: err.Error()}
+			}
+			out = append(out, e)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+		} else {
+			for i := range out {
+				if i > 0 {
+					fmt.Fprintln(c.stdout)
+				}
+				printExamined(c.stdout, &out[i])
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return cmd
+}
+
+// examine opens path read-only, without taking the member lock, and
+// decodes its superblock.
+func examine(path string) (examined, error) {
+	f, err := member.Open(path, member.Options{ReadOnly: true})
+	if err != nil {
+		return examined{}, err
+	}
+	defer f.Close()
+	m, err := superblock.Read(f)
+	if errors.Is(err, superblock.ErrNoMagic) {
+		return examined{}, errors.New("no raidd superblock")
+	}
+	if err != nil {
+		return examined{}, err
+	}
+	e := examined{
+		Path: path, ArrayUUID: superblock.FormatUUID(m.ArrayUUID), Name: m.Name,
+		Level: stripe.Level(m.Level).String(), Chunk: m.ChunkSize, RaidMembers: m.RaidDisks,
+		Role: m.Role, MemberUUID: superblock.FormatUUID(m.MemberUUID),
+		DataOffset: m.DataOffset, DataSize: m.DataSize, Events: m.Events, State: m.State.String(),
+		RebuildRole: m.RebuildRole, RebuildCheckpoint: m.RebuildCheckpoint,
+		Created: time.Unix(0, m.CreateTime).UTC(), Updated: time.Unix(0, m.UpdateTime).UTC(),
+	}
+	for _, mi := range m.Members {
+		e.Members = append(e.Members, examinedEntry{UUID: superblock.FormatUUID(mi.UUID), Role: mi.Role, State: mi.State.String()})
+	}
+	return e, nil
+}
+
+func printExamined(w io.Writer, e *examined) {
+	fmt.Fprintf(w, "%s:\n", e.Path)
+	if e.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", e.Error)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(k string, format string, a ...any) {
+		fmt.Fprintf(tw, "  %s:\t"+format+"\n", append([]any{k}, a...)...)
+	}
+	row("array", "%q (uuid %s)", e.Name, e.ArrayUUID)
+	row("level", "%s, %d members, chunk %s", e.Level, e.RaidMembers, formatSize(int64(e.Chunk)))
+	row("this member", "role %d, uuid %s", e.Role, e.MemberUUID)
+	row("data region", "offset %d, size %s (%d bytes)", e.DataOffset, formatSize(int64(e.DataSize)), e.DataSize)
+	row("state", "%s, events %d", e.State, e.Events)
+	if e.RebuildRole >= 0 {
+		row("rebuild", "role %d up to data offset %d", e.RebuildRole, e.RebuildCheckpoint)
+	}
+	row("created", "%s", e.Created.Format(time.RFC3339))
+	row("updated", "%s", e.Updated.Format(time.RFC3339))
+	_ = tw.Flush()
+	fmt.Fprintln(w, "  member table, as this member last knew it:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    ROLE\tSTATE\tUUID")
+	for _, m := range e.Members {
+		role := fmt.Sprint(m.Role)
+		if m.Role < 0 {
+			role = "-"
+		}
+		self := ""
+		if m.UUID == e.MemberUUID {
+			self = " (this member)"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s%s\n", role, m.State, m.UUID, self)
+	}
+	_ = tw.Flush()
+}

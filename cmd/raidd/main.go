@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed (or raidd check found an inconsistency)
+	exitUsage = 2 // bad flags or arguments
+)
+
+// usageError marks errors in the command line itself.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func main() {
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr}
+	os.Exit(c.run(context.Background(), os.Args[1:]))
+}
+
+// run executes one raidd command line and returns the process exit code.
+func (c *cli) run(ctx context.Context, args []string) int {
+	stderr := c.stderr
+	root := c.rootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	// A joined error has one problem per line; prefix each.
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "raidd: %s\n", line)
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "Run 'raidd --help' for usage.\n")
+		return exitUsage
+	}
+	return exitError
+}
+
+// cli carries what every command needs.
+type cli struct {
+	stdout, stderr io.Writer
+	// onReady is called by serve once it listens; tests use it.
+	onReady func()
+}
+
+func (c *cli) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "raidd",
+		Short: "Software RAID 0/1/5/10 over files and block devices, exported over NBD",
+		Long: `raidd combines regular files and block devices into RAID 0, 1, 5 and 10
+arrays and exports each array as a Network Block Device (NBD) export.
+
+  raidd create   write superblocks and form a new array
+  raidd serve    assemble the configured arrays and serve them over NBD
+  raidd status   show the arrays of a running raidd
+  raidd check    verify mirrors and parity of a running array
+  raidd examine  print the superblock of member devices
+
+Configuration for serve comes from a YAML file (--config), environment
+variables with the RAIDD_ prefix (RAIDD_LOG_LEVEL=debug,
+RAIDD_NBD_MAX_PAYLOAD=32MiB) and flags, flags winning. Unknown keys are
+errors. Sizes accept units: 4096, 64KiB, 1MiB, 2GiB, 10GB.`,
+		Version:       version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(_ *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				return usageError{fmt.Errorf("unknown command %q", a[0])}
+			}
+			return usageError{errors.New("no command given")}
+		},
+		RunE: func(*cobra.Command, []string) error { return nil }, // not reached: Args always fails
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(c.createCmd(), c.serveCmd(), c.statusCmd(), c.checkCmd(), c.examineCmd())
+	return root
+}
+
+// args wraps a cobra argument validator so its errors count as usage errors.
+func args(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := v(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// configFlags adds --config to fs.
+func configFlags(fs *pflag.FlagSet) {
+	fs.StringP("config", "c", "", "YAML configuration `file` (default $RAIDD_CONFIG)")
+}
+
+// logFlags adds --log-level and --log-format and returns their bindings.
+func logFlags(fs *pflag.FlagSet) map[string]string {
+	fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.String("log-format", "text", "log `format`: text or json")
+	return map[string]string{"log-level": "log.level", "log-format": "log.format"}
+}
+
+// newLogger builds the logger a configuration asks for. It writes to
+// stderr, which journald collects under systemd.
+func newLogger(w io.Writer, lc LogConfig) (*slog.Logger, error) {
+	level, err := parseLevel(lc.Level)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("log level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch lc.Format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("log format %q is not text or json", lc.Format)}
+}
+
+// commandConfig loads the configuration of a command: defaults, then the
+// file, the environment and cmd's flags bound by keys.
+func commandConfig(cmd *cobra.Command, keys map[string]string) (*Config, error) {
+	v := newViper()
+	if err := bindFlags(v, cmd.Flags(), keys); err != nil {
+		return nil, err
+	}
+	return loadConfig(v, configPath(cmd.Flags()))
+}

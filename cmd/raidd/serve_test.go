@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for the daemon's concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// raidd runs one command line in-process and returns its exit code, stdout
+// and stderr.
+func raidd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut syncBuffer
+	code := (&cli{stdout: &out, stderr: &errOut}).run(context.Background(), args)
+	return code, out.String(), errOut.String()
+}
+
+// env is a scratch directory with member files and a configuration.
+type env struct {
+	dir     string
+	control string
+	nbdSock string
+}
+
+func newEnv(t *testing.T) *env {
+	// Unix socket paths are limited to 108 bytes; t.TempDir() can be long.
+	dir, err := os.MkdirTemp("", "raidd")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return &env{dir: dir, control: filepath.Join(dir, "ctl.sock"), nbdSock: filepath.Join(dir, "nbd.sock")}
+}
+
+func (e *env) paths(names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(e.dir, n)
+	}
+	return out
+}
+
+// create forms an array from new sparse member files of 8 MiB.
+func (e *env) create(t *testing.T, name, level string, members ...string) {
+	t.Helper()
+	args := append([]string{"create", "--name", name, "--level", level, "--chunk", "64KiB", "--size", "8MiB", "--log-level", "warn"}, e.paths(members...)...)
+	code, out, errOut := raidd(t, args...)
+	require.Equal(t, 0, code, "create: %s%s", out, errOut)
+	require.Contains(t, out, fmt.Sprintf("created %s array %q", "raid"+level, name))
+}
+
+// config writes a configuration serving arrays (name -> member file names).
+func (e *env) config(t *testing.T, extra string, arrays ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: [unix://%s]\ncontrol: %s\nshutdown_timeout: 5s\nlog: {level: debug}\n%sarrays:\n", e.nbdSock, e.control, extra)
+	for _, a := range arrays {
+		b.WriteString(a)
+	}
+	p := filepath.Join(e.dir, fmt.Sprintf("raidd-%d.yaml", time.Now().UnixNano()))
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o600))
+	return p
+}
+
+func (e *env) array(name string, opts string, members ...string) string {
+	return fmt.Sprintf("  - name: %s\n    members: [%s]\n%s", name, strings.Join(e.paths(members...), ", "), opts)
+}
+
+// daemonRun is a raidd serve running in-process.
+type daemonRun struct {
+	cancel context.CancelFunc
+	done   chan int
+	stderr *syncBuffer
+}
+
+// serve starts raidd serve --config cfg and waits until it listens.
+func serve(t *testing.T, cfg string) *daemonRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &daemonRun{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	ready := make(chan struct{})
+	c := &cli{stdout: d.stderr, stderr: d.stderr, onReady: func() { close(ready) }}
+	go func() { d.done <- c.run(ctx, []string{"serve", "--config", cfg}) }()
+	select {
+	case <-ready:
+	case code := <-d.done:
+		cancel()
+		t.Fatalf("serve exited with %d before it was ready:\n%s", code, d.stderr)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatalf("serve not ready after 20s:\n%s", d.stderr)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// stop cancels the daemon (as SIGTERM does) and returns its exit code.
+func (d *daemonRun) stop(t *testing.T) int {
+	d.cancel()
+	select {
+	case code := <-d.done:
+		d.done <- code // for a second stop, from Cleanup
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop within 30s:\n%s", d.stderr)
+		return -1
+	}
+}
+
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = seed + byte(i*7)
+	}
+	return p
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "data", "5", "a.img", "b.img", "c.img")
+	cfg := e.config(t, "", e.array("data", "", "a.img", "b.img", "c.img"))
+
+	// Readiness and stop are announced to the service manager.
+	notifyPath := filepath.Join(e.dir, "notify.sock")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	require.NoError(t, err)
+	defer notify.Close()
+	t.Setenv("NOTIFY_SOCKET", notifyPath)
+
+	d := serve(t, cfg)
+	assert.Contains(t, readNotify(t, notify), "READY=1")
+
+	// Two data members of 7 MiB data regions (8 MiB less the 1 MiB header).
+	const size = 2 * 7 << 20
+	c := dialNBD(t, "unix", e.nbdSock, "data")
+	require.EqualValues(t, size, c.size)
+	assert.NotZero(t, c.flags&nbdFlagSendFlush, "FLUSH advertised")
+	assert.NotZero(t, c.flags&nbdFlagSendTrim, "TRIM advertised")
+	assert.Zero(t, c.flags&nbdFlagReadOnly)
+	writes := map[uint64][]byte{
+		0:              pattern(4096, 1),
+		65536 - 100:    pattern(300, 2),     // across a chunk boundary
+		3 << 20:        pattern(256<<10, 3), // several full stripes
+		size - 512<<10: pattern(512<<10, 4), // the end of the array
+	}
+	for off, p := range writes {
+		c.mustDo(nbdCmdWrite, off, p)
+	}
+	c.mustDo(nbdCmdFlush, 0, nil)
+	for off, p := range writes {
+		got := make([]byte, len(p))
+		c.mustDo(nbdCmdRead, off, got)
+		require.Equal(t, p, got, "read at %d", off)
+	}
+	assert.NotZero(t, c.do(nbdCmdRead, size, make([]byte, 1)), "a read past the end is an error reply")
+	c.mustDo(nbdCmdRead, 0, make([]byte, 1)) // and the connection still works
+	c.do(nbdCmdDisc, 0, nil)
+
+	// The default export (empty name) is the first array.
+	assert.EqualValues(t, size, dialNBD(t, "unix", e.nbdSock, "").size)
+
+	code, out, errOut := raidd(t, "status", "--control", e.control)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `data: raid5, `)
+	assert.Contains(t, out, `export "data"`)
+	for _, m := range e.paths("a.img", "b.img", "c.img") {
+		assert.Regexp(t, `active\s+\d+\s+`+m, out)
+	}
+
+	code, out, errOut = raidd(t, "status", "--json", "--control", e.control, "data")
+	require.Equal(t, 0, code, errOut)
+	var st statusReply
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Len(t, st.Arrays, 1)
+	a := st.Arrays[0]
+	assert.Equal(t, "data", a.Name)
+	assert.Equal(t, "raid5", a.Level)
+	assert.EqualValues(t, size, a.Size)
+	assert.False(t, a.Degraded)
+	assert.Len(t, a.Devices, 3)
+	assert.Positive(t, a.Stats.ClientBytesWritten)
+	assert.Positive(t, st.NBD.Writes)
+
+	code, _, errOut = raidd(t, "status", "--control", e.control, "nope")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `no array named "nope" is running`)
+
+	// The control socket can also be found through the configuration.
+	code, out, errOut = raidd(t, "check", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^data: consistent \(`, out)
+
+	metrics := httpGet(t, e.control, "/metrics")
+	assert.Contains(t, metrics, fmt.Sprintf(`raidd_array_size_bytes{array="data"} %d`, size))
+	assert.Contains(t, metrics, `raidd_array_degraded{array="data"} 0`)
+	assert.Contains(t, metrics, `raidd_nbd_requests_total{command="write"} 4`)
+
+	// A second daemon on the same members is refused.
+	code, _, errOut = raidd(t, "serve", "--config", cfg)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "in use by another raidd process")
+
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
+	assert.Contains(t, readNotify(t, notify), "STOPPING=1")
+	assert.NoFileExists(t, e.control, "sockets are removed at exit")
+	assert.NoFileExists(t, e.nbdSock)
+
+	// The stop left the array clean, and the data is there after a restart.
+	code, out, _ = raidd(t, "examine", e.paths("a.img")[0])
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `state:\s+clean`, out)
+	serve(t, cfg)
+	c = dialNBD(t, "unix", e.nbdSock, "data")
+	for off, p := range writes {
+		got := make([]byte, len(p))
+		c.mustDo(nbdCmdRead, off, got)
+		require.Equal(t, p, got, "read at %d after restart", off)
+	}
+}
+
+func readNotify(t *testing.T, c *net.UnixConn) string {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	buf := make([]byte, 4096)
+	n, err := c.Read(buf)
+	require.NoError(t, err)
+	return string(buf[:n])
+}
+
+func httpGet(t *testing.T, socket, path string) string {
+	t.Helper()
+	resp, err := newControlClient(socket).http.Get("http://raidd" + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestServeDegradedAndReadOnly(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "mirror", "1", "m0.img", "m1.img")
+	e.create(t, "stripe", "0", "s0.img", "s1.img")
+	// The mirror starts with one of its two members; the stripe is read-only.
+	cfg := e.config(t, "",
+		e.array("mirror", "", "m0.img"),
+		e.array("stripe", "    export: ro\n    read_only: true\n", "s0.img", "s1.img"))
+	serve(t, cfg)
+
+	code, out, errOut := raidd(t, "status", "--control", e.control)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "mirror: raid1, DEGRADED")
+	assert.Regexp(t, `stripe: raid0, \w+, .*export "ro", read-only`, out)
+
+	m := dialNBD(t, "unix", e.nbdSock, "mirror")
+	p := pattern(8192, 9)
+	m.mustDo(nbdCmdWrite, 4096, p)
+	got := make([]byte, len(p))
+	m.mustDo(nbdCmdRead, 4096, got)
+	assert.Equal(t, p, got, "a degraded mirror serves reads and writes")
+
+	ro := dialNBD(t, "unix", e.nbdSock, "ro")
+	assert.NotZero(t, ro.flags&nbdFlagReadOnly)
+	assert.EqualValues(t, 1, ro.do(nbdCmdWrite, 0, p), "EPERM on a read-only export")
+	ro.mustDo(nbdCmdRead, 0, got)
+
+	metrics := httpGet(t, e.control, "/metrics")
+	assert.Contains(t, metrics, `raidd_array_degraded{array="mirror"} 1`)
+	assert.Contains(t, metrics, `raidd_array_read_only{array="stripe"} 1`)
+}
+
+func TestServeRefusesToStart(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "five", "5", "a.img", "b.img", "c.img")
+	e.create(t, "other", "1", "x.img", "y.img")
+
+	tests := map[string]struct {
+		arrays []string
+		want   []string
+	}{
+		"too many members missing": {
+			[]string{e.array("five", "", "a.img")},
+			[]string{"array five:", "cannot start"},
+		},
+		"member file missing": {
+			[]string{e.array("five", "", "a.img", "b.img", "gone.img")},
+			[]string{"array five:", "gone.img: no such file or directory"},
+		},
+		"members of another array": {
+			[]string{e.array("five", "", "x.img", "y.img")},
+			[]string{`the members form array "other", not "five"`},
+		},
+		"every broken array is reported": {
+			[]string{e.array("five", "", "a.img", "missing1.img"), e.array("other", "", "x.img", "missing2.img")},
+			[]string{"missing1.img", "missing2.img"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, _, errOut := raidd(t, "serve", "--config", e.config(t, "", tt.arrays...))
+			assert.Equal(t, 1, code)
+			for _, w := range tt.want {
+				assert.Contains(t, errOut, w)
+			}
+			assert.NoFileExists(t, e.control)
+		})
+	}
+
+	// After the refusals, nothing is left locked or dirty: a good start works.
+	serve(t, e.config(t, "", e.array("five", "", "a.img", "b.img", "c.img")))
+}
+
+func TestCLIErrors(t *testing.T) {
+	e := newEnv(t)
+	bad := filepath.Join(e.dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("listen: [':1']\nlisten_adress: x\n"), 0o600))
+	tests := map[string]struct {
+		args []string
+		code int
+		want string
+	}{
+		"no command":            {nil, exitUsage, "no command given"},
+		"unknown command":       {[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		"unknown flag":          {[]string{"serve", "--frob"}, exitUsage, "unknown flag: --frob"},
+		"serve takes no args":   {[]string{"serve", "x"}, exitUsage, "unknown command"},
+		"create needs members":  {[]string{"create", "--name", "a", "--level", "1"}, exitUsage, "requires at least 1 arg"},
+		"create needs a level":  {[]string{"create", "--name", "a", "/x"}, exitUsage, "--level is required"},
+		"bad level and chunk":   {[]string{"create", "--name", "a", "--level", "6", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
+		"bad chunk":             {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
+		"unknown config key":    {[]string{"serve", "--config", bad}, 1, "listen_adress"},
+		"status without daemon": {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, 1, "raidd is not running"},
+		"examine a non-member":  {[]string{"examine", bad}, 1, "no raidd superblock"},
+		"bad log level":         {[]string{"create", "--name", "a", "--level", "1", "--log-level", "loud", "/x"}, exitUsage, `"loud" is not debug`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, _, errOut := raidd(t, tt.args...)
+			assert.Equal(t, tt.code, code, errOut)
+			assert.Contains(t, errOut, tt.want)
+			for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+				if !strings.HasPrefix(line, "Run 'raidd --help'") {
+					assert.True(t, strings.HasPrefix(line, "raidd: "), "every error line is prefixed: %q", line)
+				}
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/raidd/raidd/nbd"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
 
 	// The personalities register themselves with package raid.
 	_ "github.com/raidd/raidd/raid/raid0"
@@ -239,7 +240,8 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) 
 		log.Warn("NBD connections did not finish in time; closed them", "timeout", cfg.ShutdownTimeout, "err", err)
 	}
 	for _, hs := range httpServers {
-		// Close, not Shutdown: a check in progress must not hold up the stop.
+		// Close, not Shutdown: do not wait for a check in progress to
+		// answer. (Array.Close still waits for the check itself to end.)
 		_ = hs.Close()
 	}
 	wg.Wait()
@@ -287,6 +289,15 @@ func assembleArray(ac ArrayConfig, log *slog.Logger) (*raid.Array, error) {
 			_ = d.Member.Close()
 		}
 	}
+	// Assembly writes superblocks, so refuse members of another array
+	// before it can touch them. Unreadable superblocks are left to
+	// Assemble, whose messages say what to do.
+	for _, d := range devs {
+		if m, err := superblock.Read(d.Member); err == nil && m.Name != ac.Name {
+			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the name or the member list in the configuration",
+				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
+		}
+	}
 	if len(errs) > 0 {
 		closeAll()
 		return nil, errors.Join(errs...)
@@ -302,10 +313,6 @@ func assembleArray(ac ArrayConfig, log *slog.Logger) (*raid.Array, error) {
 		closeAll()
 		return nil, err
 	}
-	if a.Name() != ac.Name {
-		_ = a.Close()
-		return nil, fmt.Errorf("the members form array %q, not %q; fix the name or the member list in the configuration", a.Name(), ac.Name)
-	}
 	return a, nil
 }
 
@@ -320,7 +327,6 @@ func (d *daemon) closeArrays() error {
 			d.log.Info("array stopped", "array", s.cfg.Name)
 		}
 	}
-	d.arrays = nil
 	return errors.Join(errs...)
 }
 

@@ -316,7 +316,7 @@ func TestServeRefusesToStart(t *testing.T) {
 		},
 		"members of another array": {
 			[]string{e.array("five", "", "x.img", "y.img")},
-			[]string{`the members form array "other", not "five"`},
+			[]string{`x.img belongs to array "other" (uuid `, `y.img belongs to array "other"`, `not "five"`},
 		},
 		"every broken array is reported": {
 			[]string{e.array("five", "", "a.img", "missing1.img"), e.array("other", "", "x.img", "missing2.img")},
@@ -334,7 +334,13 @@ func TestServeRefusesToStart(t *testing.T) {
 		})
 	}
 
-	// After the refusals, nothing is left locked or dirty: a good start works.
+	// The refusals wrote nothing: no superblock changed.
+	for _, m := range []string{"a.img", "x.img", "y.img"} {
+		code, out, _ := raidd(t, "examine", e.paths(m)[0])
+		require.Equal(t, 0, code)
+		assert.Regexp(t, `state:\s+clean, events 1\n`, out, m)
+	}
+	// Nothing is left locked: a good start works.
 	serve(t, e.config(t, "", e.array("five", "", "a.img", "b.img", "c.img")))
 }
 

@@ -50,19 +50,29 @@ type Array struct {
 	slots map[[16]byte]*slot // present members by UUID
 	dead  []*slot            // present devices not in use (stale, rejected)
 
-	inflight   atomic.Int64 // writes in progress (dirty/clean protocol)
-	dirty      atomic.Bool  // the superblocks say dirty
-	lastWrite  atomic.Int64 // unix nanoseconds
-	cleanDelay time.Duration
-	resyncing  atomic.Bool
-	resyncRow  atomic.Int64
-	ops        atomic.Int64 // calls in progress, for Close
-	closed     atomic.Bool
+	inflight    atomic.Int64 // writes in progress (dirty/clean protocol)
+	dirty       atomic.Bool  // the superblocks say dirty
+	lastWrite   atomic.Int64 // unix nanoseconds
+	cleanDelay  time.Duration
+	resyncing   atomic.Bool
+	resyncRow   atomic.Int64 // rows done
+	resyncTotal atomic.Int64
+	ops         atomic.Int64 // calls in progress, for Close
+	closed      atomic.Bool
 
 	reqs    chan *ioReq
 	workers sync.WaitGroup
 	bg      sync.WaitGroup
+	ctx     context.Context // cancelled by Close; parent of background jobs
 	cancel  context.CancelFunc
+
+	job              *recovery // guarded by cfgMu
+	retired          []*slot   // members replaced away, closed at Close; guarded by cfgMu
+	bitmap           *bitmap
+	ev               eventLog
+	minRate, maxRate int64
+	progressInterval time.Duration
+	clientOps        atomic.Int64
 
 	opPool  sync.Pool
 	bufPool sync.Pool
@@ -98,6 +108,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	log = log.With("array", meta.Name)
 	a := &Array{
 		geo: geo, layout: layout, log: log,
+		minRate: o.RebuildMinRate, maxRate: o.RebuildMaxRate, progressInterval: o.ProgressInterval,
 		readOnly: o.ReadOnly, zeroElide: !o.KeepZeroes,
 		lockWrite: geo.Level() != stripe.RAID0,
 		meta:      meta, slots: slots, dead: dead,
@@ -107,6 +118,15 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	if a.cleanDelay == 0 {
 		a.cleanDelay = 2 * time.Second
 	}
+	if a.minRate == 0 {
+		a.minRate = 16 << 20
+	}
+	if a.progressInterval <= 0 {
+		a.progressInterval = 5 * time.Second
+	}
+	a.bitmap = newBitmap(int64(meta.BitmapRegion), geo.Chunk(), geo.MemberSize())
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.startEvents(o.OnEvent)
 	chunk := geo.Chunk()
 	a.bufPool.New = func() any { b := make([]byte, chunk); return &b }
 	n := geo.Members()
@@ -132,14 +152,14 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	return a, nil
 }
 
-// start launches the background jobs: clean marking and, after an unclean
-// shutdown, the resync.
-func (a *Array) start(resync bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
+// start launches the background jobs: clean marking, the resync after an
+// unclean shutdown (of the bitmap's dirty regions, or of everything without
+// a bitmap), a rebuild to resume, and spare claiming.
+func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	if a.readOnly {
 		return
 	}
+	ctx := a.ctx
 	if resync {
 		a.resyncing.Store(true)
 		a.bg.Add(1)
@@ -149,12 +169,21 @@ func (a *Array) start(resync bool) {
 		a.bg.Add(1)
 		go func() { defer a.bg.Done(); a.cleaner(ctx) }()
 	}
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if resume != nil {
+		a.startJob(jobRebuild, int(a.meta.RebuildRole), resume, resumeRow)
+	}
+	a.claimSpares()
 }
 
 // publish builds a View from the table and the present devices. Callers hold cfgMu (or own a not yet shared array).
 func (a *Array) publish() {
 	n := a.geo.Members()
-	v := &View{geo: a.geo, dataOff: int64(a.meta.DataOffset), devs: make([]Member, n)}
+	v := &View{geo: a.geo, dataOff: int64(a.meta.DataOffset), devs: make([]Member, n), repl: make([]Member, n)}
+	if j := a.job; j != nil && j.kind == jobReplace {
+		v.repl[j.role] = j.target.dev
+	}
 	for _, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
 		if s == nil || mi.Role < 0 || int(mi.Role) >= n {
@@ -263,12 +292,26 @@ func (a *Array) markFailed(v *View, mask uint64, errs []error) {
 			if s == nil || s.dev != v.devs[m] {
 				continue
 			}
+			wasRebuilding := mi.State == superblock.MemberRebuilding
 			mi.State = superblock.MemberFailed
+			detail := ""
 			if errs[m] != nil {
 				s.note = errs[m].Error()
+				detail = s.note
 			}
 			changed = true
-			a.log.Warn("member failed", "role", m, "path", s.path, "err", errs[m])
+			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
+			if j := a.job; j != nil && j.role == m {
+				switch {
+				case j.kind == jobReplace && !wasRebuilding:
+					a.promoteReplacement(m)
+				case j.target == s:
+					a.job = nil
+					j.cancel()
+					a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+					a.event(Event{Kind: EventRebuildStopped, Role: m, Path: s.path, Detail: "the member being rebuilt failed"})
+				}
+			}
 		}
 	}
 	if !changed {
@@ -279,10 +322,11 @@ func (a *Array) markFailed(v *View, mask uint64, errs []error) {
 	}
 	a.publish()
 	if a.view.Load().failed {
-		a.log.Error("array failed: more members lost than the level tolerates", "level", a.geo.Level())
-	} else {
-		a.log.Warn("array degraded", "level", a.geo.Level())
+		a.event(Event{Kind: EventFailed, Role: -1, Detail: "more members lost than " + a.geo.Level().String() + " tolerates"})
+		return
 	}
+	a.event(Event{Kind: EventDegraded, Role: -1})
+	a.claimSpares()
 }
 
 func (a *Array) getOp() *Op {
@@ -358,13 +402,14 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 		a.locks.RLock(first, last)
 		op.v, op.locked = a.view.Load(), true
 		err = a.layout.ReadAt(op, p, off)
-		if op.failed != 0 {
+		if op.settle() {
 			a.handleFailures(op)
 		}
 		a.locks.RUnlock(first, last)
-	} else if op.failed != 0 {
+	} else if op.settle() {
 		a.handleFailures(op)
 	}
+	a.clientOps.Add(1)
 	if err != nil {
 		return 0, a.ioError(op, err)
 	}
@@ -455,6 +500,12 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 		return err
 	}
 	defer a.endWrite()
+	a.clientOps.Add(1)
+	rowLo, rowHi := a.geo.RowRange(off, n)
+	if err := a.markWrite(rowLo, rowHi); err != nil {
+		return err
+	}
+	defer a.doneWrite(rowLo, rowHi)
 	first, last := a.geo.StripeRange(off, n)
 	if a.lockWrite {
 		a.locks.Lock(first, last)
@@ -482,12 +533,12 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	if err == nil && fua {
 		for m := 0; m < a.geo.Members(); m++ {
 			if op.touched&(1<<uint(m)) != 0 && op.Writable(m) {
-				op.batch = append(op.batch, ioReq{kind: ioSync, m: m, dev: op.v.devs[m]})
+				op.queue(ioSync, m, nil, 0, 0)
 			}
 		}
 		op.Run()
 	}
-	if op.failed != 0 {
+	if op.settle() {
 		a.handleFailures(op)
 		if a.view.Load().failed {
 			return errors.Join(ErrFailed, op.memberErrors())
@@ -579,7 +630,15 @@ func (a *Array) cleaner(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if a.dirty.Load() && time.Since(time.Unix(0, a.lastWrite.Load())) >= a.cleanDelay {
+		if time.Since(time.Unix(0, a.lastWrite.Load())) < a.cleanDelay {
+			continue
+		}
+		if n, err := a.cleanBitmap(); err != nil {
+			a.log.Warn("cannot clean write-intent bitmap", "err", err)
+		} else if n > 0 {
+			a.log.Debug("write-intent bitmap regions cleaned", "regions", n)
+		}
+		if a.dirty.Load() {
 			if err := a.tryClean(); err != nil {
 				a.log.Warn("cannot mark array clean", "err", err)
 			}
@@ -600,7 +659,13 @@ func (a *Array) syncMembers() error {
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[m] = d.Sync() }()
+		go func() {
+			defer wg.Done()
+			errs[m] = d.Sync()
+			if r := v.repl[m]; r != nil {
+				_ = r.Sync() // a replacement that cannot sync fails on its next write
+			}
+		}()
 	}
 	wg.Wait()
 	for m, err := range errs {
@@ -634,7 +699,7 @@ func (a *Array) Sync() error {
 	}
 	for m, d := range op.v.devs {
 		if d != nil && op.Writable(m) {
-			op.batch = append(op.batch, ioReq{kind: ioSync, m: m, dev: d})
+			op.queue(ioSync, m, nil, 0, 0)
 		}
 	}
 	op.Run()
@@ -678,24 +743,56 @@ func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
 	return 1, uint32(pref), 32 << 20
 }
 
-// resync makes every row consistent after an unclean shutdown, in the
-// background, taking each row's stripe locks in turn.
+// resync makes rows consistent after an unclean shutdown, in the
+// background, taking each row's stripe locks in turn: the rows of the
+// regions the write-intent bitmap marked, or every row without a bitmap.
 func (a *Array) resync(ctx context.Context) {
 	start := time.Now()
-	a.log.Info("resync started", "rows", a.geo.Rows())
-	for row := int64(0); row < a.geo.Rows(); row++ {
-		if ctx.Err() != nil {
-			a.log.Info("resync interrupted", "row", row)
-			return
+	rows := a.resyncPlan()
+	total := int64(0)
+	for _, r := range rows {
+		total += r[1] - r[0]
+	}
+	a.resyncTotal.Store(total)
+	a.event(Event{Kind: EventResyncStarted, Role: -1, Detail: fmt.Sprintf("%d of %d rows (%d dirty bitmap regions)", total, a.geo.Rows(), len(rows))})
+	j := &recovery{winStart: start}
+	done := int64(0)
+	for _, r := range rows {
+		for row := r[0]; row < r[1]; row++ {
+			if ctx.Err() != nil {
+				a.log.Info("resync interrupted; it restarts at the next assembly", "row", row)
+				return
+			}
+			a.throttle(ctx, j)
+			if err := a.resyncRowStep(row); err != nil {
+				a.log.Error("resync stopped", "row", row, "err", err)
+				return
+			}
+			done++
+			a.resyncRow.Store(done)
 		}
-		if err := a.resyncRowStep(row); err != nil {
-			a.log.Error("resync stopped", "row", row, "err", err)
-			return
-		}
-		a.resyncRow.Store(row + 1)
 	}
 	a.resyncing.Store(false)
-	a.log.Info("resync finished", "elapsed", time.Since(start).Round(time.Millisecond))
+	a.event(Event{Kind: EventResyncFinished, Role: -1, Detail: fmt.Sprintf("%d rows in %s", done, time.Since(start).Round(time.Millisecond))})
+}
+
+// resyncPlan returns the row ranges [from, to) to resync.
+func (a *Array) resyncPlan() [][2]int64 {
+	rows := a.geo.Rows()
+	if a.bitmap == nil {
+		return [][2]int64{{0, rows}}
+	}
+	var out [][2]int64
+	per := int64(1) << a.bitmap.rowShift
+	for _, r := range a.bitmap.dirtyRegions() {
+		lo, hi := r*per, min((r+1)*per, rows)
+		if n := len(out); n > 0 && out[n-1][1] == lo {
+			out[n-1][1] = hi
+		} else {
+			out = append(out, [2]int64{lo, hi})
+		}
+	}
+	return out
 }
 
 func (a *Array) resyncRowStep(row int64) error {
@@ -717,7 +814,7 @@ func (a *Array) resyncRowStep(row int64) error {
 		return ErrFailed
 	}
 	err := a.layout.Resync(op, row)
-	if op.failed != 0 {
+	if op.settle() {
 		a.handleFailures(op)
 	}
 	return err
@@ -737,7 +834,7 @@ func (a *Array) Check() error {
 		op := a.getOp()
 		op.locked = true
 		err := a.layout.Check(op, row)
-		if op.failed != 0 {
+		if op.settle() {
 			a.handleFailures(op)
 		}
 		a.putOp(op)
@@ -785,6 +882,10 @@ func (a *Array) Close() error {
 	for _, s := range a.dead {
 		_ = s.dev.Close()
 	}
+	for _, s := range a.retired {
+		_ = s.dev.Close()
+	}
+	a.stopEvents()
 	return errors.Join(errs...)
 }
 

@@ -31,7 +31,8 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	var errs []error
 	seen := map[string]bool{}
 	minSize := int64(-1)
-	for _, d := range devs {
+	all := append(append([]Device(nil), devs...), co.Spares...)
+	for i, d := range all {
 		if seen[d.Path] {
 			errs = append(errs, fmt.Errorf("%w: %s is listed twice", ErrConfig, d.Path))
 		}
@@ -43,9 +44,12 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		case err != nil && !errors.Is(err, superblock.ErrNoMagic) && !co.Force:
 			errs = append(errs, fmt.Errorf("%w: %s carries a damaged raidd superblock (%v); pass --force to overwrite it", ErrInUse, d.Path, err))
 		}
-		if sz := d.Member.Size(); minSize < 0 || sz < minSize {
+		if sz := d.Member.Size(); i < len(devs) && (minSize < 0 || sz < minSize) {
 			minSize = sz
 		}
+	}
+	if len(co.Spares) > 0 && co.Level == stripe.RAID0 {
+		errs = append(errs, fmt.Errorf("%w: raid0 has no redundancy, so a spare could never be used", ErrConfig))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -54,22 +58,50 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raid: create %q: %w", co.Name, err)
 	}
+	for _, d := range co.Spares {
+		if d.Member.Size() < superblock.HeaderSize+geo.MemberSize() {
+			return nil, fmt.Errorf("%w: spare %s is %d bytes, smaller than a member (%d)", ErrConfig, d.Path, d.Member.Size(), superblock.HeaderSize+geo.MemberSize())
+		}
+	}
+	region := co.BitmapRegion
+	if region == 0 {
+		region = 64 << 20
+	}
+	if region < 0 || geo.Level() == stripe.RAID0 {
+		region = 0 // RAID0 has nothing to resync
+	}
+	for region > 0 && (geo.MemberSize()-1)/region+1 > superblock.BitmapBytes*8 {
+		region *= 2
+	}
 	now := time.Now().UnixNano()
 	meta := &superblock.Meta{
 		ArrayUUID: superblock.NewUUID(), Name: co.Name, Level: uint32(co.Level),
 		ChunkSize: uint64(geo.Chunk()), RaidDisks: uint32(len(devs)),
 		DataOffset: superblock.HeaderSize, DataSize: uint64(geo.MemberSize()),
 		State: superblock.StateClean, RebuildRole: -1, CreateTime: now,
+		BitmapRegion: uint64(region),
 	}
 	slots := map[[16]byte]*slot{}
 	for i, d := range devs {
 		u := superblock.NewUUID()
 		meta.Members = append(meta.Members, superblock.MemberInfo{UUID: u, Role: int32(i), State: superblock.MemberActive})
 		slots[u] = &slot{dev: d.Member, path: d.Path, uuid: u, writeMostly: d.WriteMostly}
-		if co.Force {
-			if err := superblock.Erase(d.Member); err != nil {
-				return nil, fmt.Errorf("raid: create: erase %s: %w", d.Path, err)
-			}
+	}
+	for _, d := range co.Spares {
+		u := superblock.NewUUID()
+		meta.Members = append(meta.Members, superblock.MemberInfo{UUID: u, Role: -1, State: superblock.MemberSpare})
+		slots[u] = &slot{dev: d.Member, path: d.Path, uuid: u, writeMostly: d.WriteMostly}
+	}
+	for _, d := range all {
+		if err := superblock.Erase(d.Member); err != nil {
+			return nil, fmt.Errorf("raid: create: erase %s: %w", d.Path, err)
+		}
+		err := d.Member.Discard(superblock.BitmapOffset, superblock.BitmapBytes)
+		if errors.Is(err, errors.ErrUnsupported) {
+			_, err = d.Member.WriteAt(make([]byte, superblock.BitmapBytes), superblock.BitmapOffset)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("raid: create: clear bitmap on %s: %w", d.Path, err)
 		}
 	}
 	// Zero the data regions so redundancy is consistent without a resync.
@@ -110,7 +142,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if needResync {
 		a.log.Info("members cannot discard: initial resync")
 	}
-	a.start(needResync)
+	a.start(needResync, nil, 0)
 	return a, nil
 }
 
@@ -217,7 +249,8 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 		slots[s.uuid] = s
 	}
-	// Roles without a present, in-sync member are failed.
+	// Roles without a present, in-sync member are failed; a role being
+	// rebuilt counts as missing until its rebuild finishes.
 	var missing uint64
 	var why []string
 	for r := 0; r < int(meta.RaidDisks); r++ {
@@ -227,8 +260,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			if int(mi.Role) != r {
 				continue
 			}
-			if mi.State == superblock.MemberRebuilding {
-				// The rebuild cannot be resumed by this version: start over.
+			if mi.State == superblock.MemberRebuilding && (slots[mi.UUID] == nil || meta.RebuildRole != mi.Role) {
 				mi.State = superblock.MemberFailed
 			}
 			if mi.State == superblock.MemberActive {
@@ -254,10 +286,39 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 		return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; supply the missing members: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), strings.Join(why, "; "))
 	}
+	// A rebuild in progress resumes at its checkpoint.
+	var resume *slot
+	resumeRow := int64(0)
+	for _, mi := range meta.Members {
+		if mi.State == superblock.MemberRebuilding {
+			resume = slots[mi.UUID]
+			resumeRow = int64(meta.RebuildCheckpoint) / geo.Chunk()
+		}
+	}
+	if resume == nil {
+		meta.RebuildRole, meta.RebuildCheckpoint = -1, 0
+	}
 	unclean := meta.State == superblock.StateDirty
 	a, err := newArray(meta, slots, dead, o)
 	if err != nil {
 		return nil, err
+	}
+	if a.bitmap != nil {
+		img := make([]byte, len(a.bitmap.image))
+		if _, err := newest.dev.Member.ReadAt(img, superblock.BitmapOffset); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("%w: %s: read write-intent bitmap: %v", ErrCorrupt, newest.dev.Path, err)
+		}
+		a.bitmap.load(img)
+	}
+	if resume != nil && unclean && a.bitmap != nil {
+		// Writes in flight at the crash may have torn rows below the
+		// checkpoint: rebuild again from the first dirty region.
+		if d := a.bitmap.dirtyRegions(); len(d) > 0 {
+			resumeRow = min(resumeRow, d[0]<<a.bitmap.rowShift)
+		}
+	} else if resume != nil && unclean {
+		resumeRow = 0
 	}
 	a.cfgMu.Lock()
 	if unclean {
@@ -276,7 +337,13 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
 		resync = false
 	}
-	a.start(resync)
+	for _, s := range dead {
+		a.event(Event{Kind: EventMemberStale, Role: -1, Path: s.path, Detail: s.note})
+	}
+	if missing != 0 {
+		a.event(Event{Kind: EventDegraded, Role: -1, Detail: "missing roles " + roleList(missing)})
+	}
+	a.start(resync, resume, resumeRow)
 	return a, nil
 }
 

@@ -55,12 +55,16 @@ type model struct {
 	r     *rig
 	a     *raid.Array
 	data  []byte
-	// failed members (by rig index = role at creation).
-	failed map[int]bool
-	// detected members were recorded as failed by the array.
-	detected map[int]bool
-	geo    stripe.Geometry
+	geo   stripe.Geometry
+	// Rig indexes: inArray were handed to the array (members, spares, failed
+	// ones still attached); failing have their fault toggle on; next is the
+	// first rig member never used.
+	inArray map[int]bool
+	failing map[int]bool
+	next    int
 }
+
+const poolSize = 6 // spare devices beyond the initial members
 
 func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) {
 	t.Logf("case seed %d", seed)
@@ -68,19 +72,68 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) 
 	if chunk >= 1<<20 {
 		rows = 3
 	}
-	r := newRig(n, memberSizeFor(chunk, rows)+chunk/2) // a ragged tail is ignored
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "model", Level: level, Chunk: chunk}, raid.Options{CleanDelay: 20 * time.Millisecond})
+	r := newRig(n+poolSize, memberSizeFor(chunk, rows)+chunk/2) // a ragged tail is ignored
+	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk},
+		modelOptions(chunk))
 	require.NoError(t, err)
 	m := &model{t: t, rng: rand.New(rand.NewSource(seed)), level: level, chunk: chunk, r: r, a: a,
-		data: make([]byte, a.Size()), failed: map[int]bool{}, detected: map[int]bool{}, geo: a.Geometry()}
-	defer func() { checkAndClose(t, m.a) }()
+		data: make([]byte, a.Size()), geo: a.Geometry(), inArray: map[int]bool{}, failing: map[int]bool{}, next: n}
+	for k := 0; k < n; k++ {
+		m.inArray[k] = true
+	}
+	defer func() { m.waitRecovery(-1); checkAndClose(t, m.a) }()
 	for i := 0; i < *modelOps; i++ {
 		m.step(i)
 		if t.Failed() {
 			t.Fatalf("stopping at op %d (seed %d)", i, seed)
 		}
 	}
+	m.waitRecovery(*modelOps)
 	m.verifyAll("end")
+}
+
+// modelOptions slows rebuilds to a few tens of milliseconds, so that model
+// operations run while rows are being rebuilt.
+func modelOptions(chunk int64) raid.Options {
+	return raid.Options{CleanDelay: 20 * time.Millisecond, ProgressInterval: 5 * time.Millisecond,
+		RebuildMinRate: 200 * chunk, RebuildMaxRate: 400 * chunk}
+}
+
+// rigIndex maps a status path back to the rig.
+func (m *model) rigIndex(path string) int {
+	for k, d := range m.r.devs {
+		if d.Path == path {
+			return k
+		}
+	}
+	return -1
+}
+
+// missingRoles returns the roles without an active member, counting members
+// whose faults are on but not yet noticed as missing.
+func (m *model) missingRoles(st raid.Status) uint64 {
+	var held uint64
+	for _, d := range st.Devices {
+		if d.State == "active" && d.Role >= 0 && !m.failing[m.rigIndex(d.Path)] {
+			held |= 1 << uint(d.Role)
+		}
+	}
+	return ^held & (1<<uint(m.geo.Members()) - 1)
+}
+
+// pickActive returns a random active member that is not failing, with its role.
+func (m *model) pickActive(st raid.Status) (int, raid.MemberStatus) {
+	var c []raid.MemberStatus
+	for _, d := range st.Devices {
+		if d.State == "active" && d.Path != "" && !m.failing[m.rigIndex(d.Path)] {
+			c = append(c, d)
+		}
+	}
+	if len(c) == 0 {
+		return -1, raid.MemberStatus{}
+	}
+	d := c[m.rng.Intn(len(c))]
+	return m.rigIndex(d.Path), d
 }
 
 func (m *model) randRange(maxLen int64) (off, n int64) {
@@ -140,73 +193,130 @@ func (m *model) step(i int) {
 		off, n := m.randRange(maxLen)
 		require.NoError(t, m.a.WriteZeroes(off, n, m.rng.Intn(2) == 0), "op %d write zeroes [%d,+%d)", i, off, n)
 		clear(m.data[off : off+n])
+	case op < 82:
+		m.failMember(i, m.rng.Intn(2) == 0)
 	case op < 84:
-		m.failMember(i)
+		m.addSpare(i)
+	case op < 85:
+		m.replace(i)
+	case op < 86:
+		m.remove(i)
 	case op < 88:
 		m.reassemble(i)
-	case op < 92:
+	case op < 91:
 		m.concurrent(i)
+	case op < 92:
+		m.waitRecovery(i)
 	default:
 		m.verifyAll(fmt.Sprintf("op %d", i))
 	}
 }
 
-// failMember makes one member return errors, if the level can survive it.
-func (m *model) failMember(i int) {
-	n := m.geo.Members()
-	cand := m.rng.Intn(n)
-	if m.failed[cand] {
+// failMember makes an active member fail, if the level survives it: either
+// its device starts returning errors (noticed at its next I/O) or the
+// operator fails it.
+func (m *model) failMember(i int, viaFaults bool) {
+	st := m.a.Status()
+	k, d := m.pickActive(st)
+	if k < 0 || !m.geo.Survives(m.missingRoles(st)|1<<uint(d.Role)) {
 		return
 	}
-	var mask uint64
-	for f := range m.failed {
-		mask |= 1 << uint(f)
-	}
-	if !m.geo.Survives(mask | 1<<uint(cand)) {
+	if viaFaults {
+		m.failing[k] = true
+		m.r.toggles[k].On()
+		m.t.Logf("op %d: %s (role %d) starts failing", i, d.Path, d.Role)
 		return
 	}
-	m.failed[cand] = true
-	m.r.toggles[cand].On()
-	m.t.Logf("op %d: member %d starts failing", i, cand)
+	require.NoError(m.t, m.a.FailMember(d.Path), "op %d: fail %s", i, d.Path)
+	m.t.Logf("op %d: %s (role %d) failed by operator", i, d.Path, d.Role)
 }
 
-// reassemble closes the array and assembles it again. Failed members are
-// either left out (a dead disk) or come back healthy (a disk that was
-// unplugged): either way they must not be trusted.
+// addSpare hands the array a fresh device; a degraded array rebuilds onto it
+// in the background while the model keeps going.
+func (m *model) addSpare(i int) {
+	if m.level == stripe.RAID0 || m.next >= len(m.r.devs) {
+		return
+	}
+	k := m.next
+	m.next++
+	require.NoError(m.t, m.a.AddMember(m.r.devs[k], false), "op %d: add %s", i, m.r.devs[k].Path)
+	m.inArray[k] = true
+	m.t.Logf("op %d: added %s", i, m.r.devs[k].Path)
+}
+
+// replace copies an active member onto a fresh device, while I/O goes on.
+func (m *model) replace(i int) {
+	st := m.a.Status()
+	if m.level == stripe.RAID0 || m.next >= len(m.r.devs) || st.Recovery != nil {
+		return
+	}
+	k, d := m.pickActive(st)
+	if k < 0 {
+		return
+	}
+	n := m.next
+	m.next++
+	require.NoError(m.t, m.a.ReplaceMember(d.Path, m.r.devs[n], false), "op %d: replace %s", i, d.Path)
+	m.inArray[n] = true
+	m.t.Logf("op %d: replacing %s (role %d) with %s", i, d.Path, d.Role, m.r.devs[n].Path)
+}
+
+// remove detaches a failed member.
+func (m *model) remove(i int) {
+	for _, d := range m.a.Status().Devices {
+		if (d.State == "failed" || d.State == "stale") && d.Path != "" {
+			require.NoError(m.t, m.a.RemoveMember(d.Path), "op %d: remove %s", i, d.Path)
+			k := m.rigIndex(d.Path)
+			delete(m.inArray, k)
+			if m.failing[k] {
+				delete(m.failing, k)
+				m.r.toggles[k].Off()
+			}
+			m.t.Logf("op %d: removed %s", i, d.Path)
+			return
+		}
+	}
+}
+
+// waitRecovery waits until no rebuild, replace or resync runs.
+func (m *model) waitRecovery(i int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := m.a.Status()
+		if st.Recovery == nil && st.Resync == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("op %d: recovery did not finish: %+v", i, st.Recovery)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// reassemble closes the array and assembles it again. A member whose faults
+// are on is either left out (a dead disk) or comes back healthy (a disk
+// that was unplugged); the array must not trust it if it noticed the failure.
 func (m *model) reassemble(i int) {
 	require.NoError(m.t, m.a.Close(), "op %d close", i)
-	for _, d := range m.a.Status().Devices {
-		for k, rd := range m.r.devs {
-			if d.State != "active" && d.Path == rd.Path {
-				m.detected[k] = true // recorded as failed or stale: never trusted again
-			}
-		}
-	}
 	var devs []raid.Device
-	missing := false
-	for k, d := range m.r.devs {
-		if m.failed[k] {
+	for k := range m.inArray {
+		if m.failing[k] {
+			delete(m.failing, k)
 			if m.rng.Intn(2) == 0 {
-				missing = true
+				delete(m.inArray, k)
 				continue
 			}
-			m.r.toggles[k].Off() // it comes back, with stale contents if the array noticed the failure
-			if !m.detected[k] {
-				delete(m.failed, k) // no I/O ever reached it: its contents are current
-			} else {
-				missing = true
-			}
+			m.r.toggles[k].Off()
 		}
-		devs = append(devs, d)
+		devs = append(devs, m.r.devs[k])
 	}
 	m.rng.Shuffle(len(devs), func(a, b int) { devs[a], devs[b] = devs[b], devs[a] })
-	a, err := raid.Assemble(devs, raid.Options{CleanDelay: 20 * time.Millisecond})
+	a, err := raid.Assemble(devs, modelOptions(m.chunk))
 	require.NoError(m.t, err, "op %d assemble", i)
 	m.a = a
 	st := a.Status()
-	if missing {
-		assert.True(m.t, st.Degraded, "op %d: array with failed members must assemble degraded: %+v", i, st)
-	}
+	assert.False(m.t, st.Failed, "op %d: reassembled array failed", i)
+	assert.Equal(m.t, st.Degraded, m.missingRoles(st) != 0, "op %d: degraded flag vs roles: %+v", i, st.Devices)
 	m.t.Logf("op %d: reassembled, state %s", i, st.State)
 }
 

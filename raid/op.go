@@ -17,6 +17,7 @@ type View struct {
 	geo      stripe.Geometry
 	dataOff  int64
 	devs     []Member // by role; nil for a missing role
+	repl     []Member // by role: a replacement being built while the role's member serves (raidd replace)
 	readable uint64   // roles that are active and in sync
 	writable uint64   // roles that receive writes (active or rebuilding)
 	slow     uint64   // write-mostly roles: read only when nothing else can serve
@@ -57,6 +58,9 @@ type ioReq struct {
 	n    int64
 	err  error
 	wg   *sync.WaitGroup
+	// repl: the I/O goes to the role's replacement device; repair: a write
+	// that rewrites bytes that failed to read.
+	repl, repair bool
 }
 
 func (r *ioReq) do() {
@@ -93,6 +97,12 @@ type Op struct {
 	failed  uint64 // members that failed during this op
 	errs    [stripe.MaxMembers]error
 	touched uint64 // members written (for FUA)
+	// readErr holds members whose reads failed in this op. They are not
+	// Readable any more in this op; unless a Layout repairs every such
+	// member (Repair) the Array marks them failed.
+	readErr    uint64
+	repaired   uint64
+	replFailed uint64 // roles whose replacement device failed
 
 	batch []ioReq
 	wg    sync.WaitGroup
@@ -113,7 +123,7 @@ func (op *Op) Locked() bool { return op.locked }
 
 // Readable reports whether member m may serve reads in this op.
 func (op *Op) Readable(m int) bool {
-	return op.v.readable&^op.failed&(1<<uint(m)) != 0
+	return op.v.readable&^(op.failed|op.readErr)&(1<<uint(m)) != 0
 }
 
 // Writable reports whether member m must receive writes in this op.
@@ -126,7 +136,7 @@ func (op *Op) Slow(m int) bool { return op.v.slow&(1<<uint(m)) != 0 }
 
 // Unreadable returns the number of members that cannot serve reads.
 func (op *Op) Unreadable() int {
-	return op.geo.Members() - bits.OnesCount64(op.v.readable&^op.failed&fullMask(op.geo.Members()))
+	return op.geo.Members() - bits.OnesCount64(op.v.readable&^(op.failed|op.readErr)&fullMask(op.geo.Members()))
 }
 
 // Extents returns the extents of [off, off+n) in scratch space owned by the op.
@@ -155,6 +165,25 @@ func (op *Op) Zeroes(n int64) []byte { return op.a.zero[:n] }
 
 func (op *Op) queue(kind ioKind, m int, p []byte, off, n int64) {
 	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.devs[m], p: p, off: off, n: n})
+	if kind != ioRead && op.v.repl[m] != nil && op.replFailed&(1<<uint(m)) == 0 {
+		op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.repl[m], p: p, off: off, n: n, repl: true})
+	}
+}
+
+// ReadFailed reports whether a read from member m failed in this op.
+func (op *Op) ReadFailed(m int) bool { return op.readErr&(1<<uint(m)) != 0 }
+
+// Repair queues a rewrite of p at data-region offset off of member m,
+// whose read failed in this op, with the bytes the Layout reconstructed
+// from redundancy (md's read-error correction). If every repair of the
+// member succeeds, the member stays in the array.
+func (op *Op) Repair(m int, p []byte, off int64) {
+	op.touched |= 1 << uint(m)
+	op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
+	op.batch[len(op.batch)-1].repair = true
+	if op.batch[len(op.batch)-1].repl {
+		op.batch[len(op.batch)-2].repair = true
+	}
 }
 
 // Read queues a read of len(p) bytes at data-region offset off of member m.
@@ -218,15 +247,36 @@ func (op *Op) Run() int {
 		if r.err != nil && r.kind == ioDiscard && errors.Is(r.err, errors.ErrUnsupported) {
 			r.err = op.writeZeroes(r.dev, r.off, r.n)
 		}
-		if r.err != nil {
+		switch {
+		case r.err != nil && r.repl:
+			// The replacement failed: the replace is abandoned; the role's member is unaffected.
+			if op.replFailed&(1<<uint(r.m)) == 0 {
+				op.replFailed |= 1 << uint(r.m)
+				op.a.replaceFailed(op.v, r.m, r.err)
+			}
+		case r.err != nil && r.kind == ioRead:
+			bad++
+			if op.readErr&(1<<uint(r.m)) == 0 {
+				op.readErr |= 1 << uint(r.m)
+				if op.errs[r.m] == nil {
+					op.errs[r.m] = &MemberError{Op: "read", Member: r.m, Offset: r.off - op.v.dataOff, Err: r.err}
+				}
+			}
+		case r.err != nil:
 			bad++
 			op.fail(r.m, &MemberError{Op: ioNames[r.kind], Member: r.m, Offset: r.off - op.v.dataOff, Err: r.err})
-		} else if r.kind == ioWrite {
+		case r.repair && !r.repl:
+			op.repaired |= 1 << uint(r.m)
+		}
+		if r.err == nil && r.kind == ioWrite {
 			op.a.stats.memberWritten.Add(r.n)
-		} else if r.kind == ioDiscard {
+		} else if r.err == nil && r.kind == ioDiscard {
 			op.a.stats.memberDiscarded.Add(r.n)
 		}
-		r.p, r.dev, r.wg, r.err = nil, nil, nil, nil
+		r.p, r.dev, r.wg, r.err, r.repl, r.repair = nil, nil, nil, nil, false, false
+	}
+	if op.failed&op.repaired != 0 {
+		op.repaired &^= op.failed
 	}
 	op.batch = op.batch[:0]
 	return bad
@@ -249,8 +299,29 @@ func (op *Op) writeZeroes(dev Member, off, n int64) error {
 func (op *Op) fail(m int, err error) {
 	if op.failed&(1<<uint(m)) == 0 {
 		op.failed |= 1 << uint(m)
-		op.errs[m] = err
+		if op.errs[m] == nil || op.readErr&(1<<uint(m)) == 0 {
+			op.errs[m] = err
+		}
 	}
+}
+
+// settle turns read errors that the Layout did not repair into failures,
+// and returns whether any member failed. Repaired members are logged.
+func (op *Op) settle() bool {
+	if op.readErr != 0 {
+		for m := 0; m < op.geo.Members(); m++ {
+			bit := uint64(1) << uint(m)
+			if op.readErr&bit == 0 || op.failed&bit != 0 {
+				continue
+			}
+			if op.repaired&bit != 0 {
+				op.a.event(Event{Kind: EventReadRepaired, Role: m, Detail: op.errs[m].Error()})
+				continue
+			}
+			op.fail(m, op.errs[m])
+		}
+	}
+	return op.failed != 0
 }
 
 // Failed reports whether member m failed during this op.
@@ -280,6 +351,7 @@ func (op *Op) reset() {
 		op.errs[m] = nil
 	}
 	op.failed, op.touched, op.Zero, op.noElide, op.locked = 0, 0, false, false, false
+	op.readErr, op.repaired, op.replFailed = 0, 0, 0
 	op.v = nil
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil

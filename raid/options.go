@@ -39,6 +39,18 @@ type Options struct {
 	IOWorkers int
 	// NoResync skips the background resync after an unclean shutdown (tests).
 	NoResync bool
+	// OnEvent, if set, receives every state transition (member failed,
+	// spare claimed, rebuild progress, ...) from a goroutine of its own.
+	OnEvent func(Event)
+	// RebuildMinRate and RebuildMaxRate bound rebuild, replace and resync
+	// speed in bytes per second per member, like md's speed_limit_min and
+	// speed_limit_max: while clients are doing I/O the job runs at the
+	// minimum, otherwise as fast as the maximum allows. 0 means 16 MiB/s for
+	// the minimum and no limit for the maximum.
+	RebuildMinRate, RebuildMaxRate int64
+	// ProgressInterval is how often rebuild progress is checkpointed in the
+	// superblocks and reported as an event. 0 means 5s.
+	ProgressInterval time.Duration
 }
 
 // Validate reports every problem at once.
@@ -46,6 +58,12 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.IOWorkers < 0 {
 		errs = append(errs, fmt.Errorf("%w: IOWorkers is %d, want >= 0", ErrConfig, o.IOWorkers))
+	}
+	if o.RebuildMinRate < 0 || o.RebuildMaxRate < 0 {
+		errs = append(errs, fmt.Errorf("%w: rebuild rates must be >= 0 (min %d, max %d)", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))
+	}
+	if o.RebuildMaxRate > 0 && o.RebuildMinRate > o.RebuildMaxRate {
+		errs = append(errs, fmt.Errorf("%w: RebuildMinRate %d is above RebuildMaxRate %d", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))
 	}
 	return errors.Join(errs...)
 }
@@ -58,6 +76,12 @@ type CreateOptions struct {
 	Chunk int64
 	// Force overwrites members that already carry a raidd superblock.
 	Force bool
+	// Spares are extra members that wait, idle, to replace a member that fails.
+	Spares []Device
+	// BitmapRegion is the bytes of each member covered by one bit of the
+	// write-intent bitmap. 0 means 64 MiB; negative disables the bitmap
+	// (then a crash means a full resync).
+	BitmapRegion int64
 }
 
 // Validate reports every problem at once.
@@ -74,6 +98,9 @@ func (c CreateOptions) Validate() error {
 	}
 	if ch := c.Chunk; ch != 0 && (ch < stripe.MinChunk || ch > stripe.MaxChunk || ch&(ch-1) != 0) {
 		errs = append(errs, fmt.Errorf("%w: Chunk %d is not a power of two from %d to %d", ErrConfig, ch, stripe.MinChunk, stripe.MaxChunk))
+	}
+	if r := c.BitmapRegion; r > 0 && (r < stripe.MinChunk || r&(r-1) != 0) {
+		errs = append(errs, fmt.Errorf("%w: BitmapRegion %d is not a power of two of at least %d", ErrConfig, r, stripe.MinChunk))
 	}
 	return errors.Join(errs...)
 }

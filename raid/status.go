@@ -2,34 +2,50 @@ package raid
 
 import (
 	"sort"
+	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
 
 // Status is a snapshot of an array's state, for `raidd status` and logs.
 type Status struct {
-	Name     string         `json:"name"`
-	UUID     string         `json:"uuid"`
-	Level    string         `json:"level"`
-	Chunk    int64          `json:"chunk"`
-	Size     int64          `json:"size"`
-	Members  int            `json:"raid_members"`
-	State    string         `json:"state"` // clean, dirty, degraded or failed
-	Degraded bool           `json:"degraded"`
-	Failed   bool           `json:"failed"`
-	Dirty    bool           `json:"dirty"`
-	ReadOnly bool           `json:"read_only"`
-	Events   uint64         `json:"events"`
-	Resync   *Progress      `json:"resync,omitempty"`
-	Devices  []MemberStatus `json:"members"`
-	Stats    Stats          `json:"stats"`
+	Name       string         `json:"name"`
+	UUID       string         `json:"uuid"`
+	Level      string         `json:"level"`
+	Chunk      int64          `json:"chunk"`
+	Size       int64          `json:"size"`
+	Members    int            `json:"raid_members"`
+	State      string         `json:"state"` // clean, dirty, degraded or failed
+	Degraded   bool           `json:"degraded"`
+	Failed     bool           `json:"failed"`
+	Dirty      bool           `json:"dirty"`
+	ReadOnly   bool           `json:"read_only"`
+	EventCount uint64         `json:"events"`
+	Resync     *Progress      `json:"resync,omitempty"`
+	Recovery   *Progress      `json:"recovery,omitempty"` // a rebuild or replace
+	Bitmap     *BitmapStatus  `json:"bitmap,omitempty"`
+	Devices    []MemberStatus `json:"members"`
+	Stats      Stats          `json:"stats"`
+	History    []Event        `json:"history,omitempty"` // the most recent, oldest first
 }
 
 // Progress describes a background job over the rows of the array.
 type Progress struct {
-	Done    int64   `json:"done_rows"`
-	Total   int64   `json:"total_rows"`
-	Percent float64 `json:"percent"`
+	Kind        string  `json:"kind"` // resync, rebuild or replace
+	Role        int     `json:"role"` // -1 for a resync
+	Path        string  `json:"path,omitempty"`
+	Done        int64   `json:"done_rows"`
+	Total       int64   `json:"total_rows"`
+	Percent     float64 `json:"percent"`
+	BytesPerSec float64 `json:"bytes_per_sec,omitempty"`
+	ETASeconds  float64 `json:"eta_seconds,omitempty"`
+}
+
+// BitmapStatus describes the write-intent bitmap.
+type BitmapStatus struct {
+	Region  int64 `json:"region_bytes"`
+	Regions int64 `json:"regions"`
+	Dirty   int   `json:"dirty_regions"`
 }
 
 // MemberStatus describes one member or missing role.
@@ -63,7 +79,7 @@ func (a *Array) Status() Status {
 		Name: a.meta.Name, UUID: superblock.FormatUUID(a.meta.ArrayUUID),
 		Level: a.geo.Level().String(), Chunk: a.geo.Chunk(), Size: a.geo.Size(),
 		Members: a.geo.Members(), Degraded: v.Degraded(), Failed: v.failed,
-		Dirty: a.dirty.Load(), ReadOnly: a.readOnly, Events: a.meta.Events,
+		Dirty: a.dirty.Load(), ReadOnly: a.readOnly, EventCount: a.meta.Events,
 	}
 	switch {
 	case st.Failed:
@@ -76,9 +92,22 @@ func (a *Array) Status() Status {
 		st.State = "clean"
 	}
 	if a.resyncing.Load() {
-		done, total := a.resyncRow.Load(), a.geo.Rows()
-		st.Resync = &Progress{Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
+		done, total := a.resyncRow.Load(), max(a.resyncTotal.Load(), 1)
+		st.Resync = &Progress{Kind: "resync", Role: -1, Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
 	}
+	if j := a.job; j != nil {
+		done, total := j.row.Load(), a.geo.Rows()
+		p := &Progress{Kind: j.kind.String(), Role: j.role, Path: j.target.path, Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
+		if el := time.Since(j.start).Seconds(); el > 0 && done > j.first {
+			p.BytesPerSec = float64((done-j.first)*a.geo.Chunk()) / el
+			p.ETASeconds = float64((total-done)*a.geo.Chunk()) / p.BytesPerSec
+		}
+		st.Recovery = p
+	}
+	if b := a.bitmap; b != nil {
+		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
+	}
+	st.History = a.recentEvents()
 	held := map[int]bool{}
 	for _, mi := range a.meta.Members {
 		ms := MemberStatus{Role: int(mi.Role), UUID: superblock.FormatUUID(mi.UUID), State: mi.State.String()}

@@ -57,7 +57,7 @@ func writeMetrics(w io.Writer, st statusReply) {
 	perArray("raidd_array_failed", "gauge", "1 if the array lost more members than its level tolerates.", func(a *arrayStatus) float64 { return bool01(a.Failed) })
 	perArray("raidd_array_dirty", "gauge", "1 if the superblocks say dirty (writes may be in flight).", func(a *arrayStatus) float64 { return bool01(a.Dirty) })
 	perArray("raidd_array_read_only", "gauge", "1 if the array is exported read-only.", func(a *arrayStatus) float64 { return bool01(a.ReadOnly) })
-	perArray("raidd_array_events", "gauge", "Superblock event counter.", func(a *arrayStatus) float64 { return float64(a.Events) })
+	perArray("raidd_array_events", "gauge", "Superblock event counter.", func(a *arrayStatus) float64 { return float64(a.EventCount) })
 	perArray("raidd_array_resync_ratio", "gauge", "Progress of the running resync from 0 to 1; 1 when none runs.", func(a *arrayStatus) float64 {
 		if a.Resync == nil || a.Resync.Total == 0 {
 			return 1

@@ -101,7 +101,7 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 		if a.ReadOnly {
 			fmt.Fprint(w, ", read-only")
 		}
-		fmt.Fprintf(w, "\n  uuid %s, events %d\n", a.UUID, a.Events)
+		fmt.Fprintf(w, "\n  uuid %s, events %d\n", a.UUID, a.EventCount)
 		if r := a.Resync; r != nil {
 			fmt.Fprintf(w, "  resync: %.1f%% (%d of %d rows)\n", r.Percent, r.Done, r.Total)
 		}

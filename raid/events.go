@@ -1,0 +1,118 @@
+package raid
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// EventKind names a state transition of an array.
+type EventKind string
+
+// The events an array reports, in its log, in Status().Events and through
+// Options.OnEvent (mdadm --monitor's vocabulary where one exists).
+const (
+	EventMemberFailed    EventKind = "member-failed"
+	EventMemberStale     EventKind = "member-stale"
+	EventMemberAdded     EventKind = "member-added"
+	EventMemberRemoved   EventKind = "member-removed"
+	EventSpareClaimed    EventKind = "spare-claimed"
+	EventRebuildStarted  EventKind = "rebuild-started"
+	EventRebuildProgress EventKind = "rebuild-progress"
+	EventRebuildFinished EventKind = "rebuild-finished"
+	EventRebuildStopped  EventKind = "rebuild-stopped"
+	EventReplaceStarted  EventKind = "replace-started"
+	EventReplaceFinished EventKind = "replace-finished"
+	EventReplaceFailed   EventKind = "replace-failed"
+	EventResyncStarted   EventKind = "resync-started"
+	EventResyncFinished  EventKind = "resync-finished"
+	EventReadRepaired    EventKind = "read-error-repaired"
+	EventDegraded        EventKind = "array-degraded"
+	EventFailed          EventKind = "array-failed"
+)
+
+// Event is one state transition.
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   EventKind `json:"kind"`
+	Array  string    `json:"array"`
+	Role   int       `json:"role"` // -1 when no member is concerned
+	Path   string    `json:"path,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+const eventHistory = 32
+
+// eventLog keeps recent events and feeds Options.OnEvent from its own
+// goroutine, so a slow hook never blocks I/O.
+type eventLog struct {
+	mu     sync.Mutex
+	recent []Event
+	ch     chan Event
+	done   chan struct{}
+	hook   func(Event)
+}
+
+func (a *Array) startEvents(hook func(Event)) {
+	a.ev.hook = hook
+	a.ev.done = make(chan struct{})
+	if hook == nil {
+		close(a.ev.done)
+		return
+	}
+	a.ev.ch = make(chan Event, 256)
+	go func() {
+		defer close(a.ev.done)
+		for e := range a.ev.ch {
+			hook(e)
+		}
+	}()
+}
+
+func (a *Array) stopEvents() {
+	a.ev.mu.Lock()
+	ch := a.ev.ch
+	a.ev.ch = nil
+	a.ev.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+	<-a.ev.done
+}
+
+// event records e, logs it and queues it for the hook.
+func (a *Array) event(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Array = a.meta.Name
+	level := slog.LevelInfo
+	switch e.Kind {
+	case EventMemberFailed, EventDegraded, EventReplaceFailed, EventRebuildStopped, EventMemberStale, EventReadRepaired:
+		level = slog.LevelWarn
+	case EventFailed:
+		level = slog.LevelError
+	}
+	a.log.Log(context.Background(), level, string(e.Kind), "role", e.Role, "path", e.Path, "detail", e.Detail)
+	a.ev.mu.Lock()
+	defer a.ev.mu.Unlock()
+	if len(a.ev.recent) == eventHistory {
+		copy(a.ev.recent, a.ev.recent[1:])
+		a.ev.recent = a.ev.recent[:eventHistory-1]
+	}
+	a.ev.recent = append(a.ev.recent, e)
+	if a.ev.ch != nil {
+		select {
+		case a.ev.ch <- e:
+		default:
+			a.log.Warn("event hook is behind; event dropped", "kind", e.Kind)
+		}
+	}
+}
+
+func (a *Array) recentEvents() []Event {
+	a.ev.mu.Lock()
+	defer a.ev.mu.Unlock()
+	return append([]Event(nil), a.ev.recent...)
+}

@@ -1,0 +1,354 @@
+package raid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/raidd/raidd/raid/superblock"
+)
+
+type jobKind uint8
+
+const (
+	jobRebuild jobKind = iota // reconstruct a missing role onto a new member
+	jobReplace                // copy a working member onto its replacement (raidd replace)
+)
+
+func (k jobKind) String() string {
+	if k == jobReplace {
+		return "replace"
+	}
+	return "rebuild"
+}
+
+// recovery is the one rebuild or replace running on an array. Its fields
+// other than row and the throttle state are guarded by cfgMu.
+type recovery struct {
+	kind   jobKind
+	role   int
+	target *slot
+	start  time.Time
+	first  int64        // row the job started at
+	row    atomic.Int64 // next row to do
+	cancel context.CancelFunc
+	// throttle state, owned by the job goroutine
+	lastOps  int64
+	busy     bool
+	winStart time.Time
+	winBytes int64
+}
+
+var errJobChanged = errors.New("raid: recovery job changed")
+
+// claimSpares starts a rebuild onto a spare when a role is missing and no
+// job runs. Callers hold cfgMu.
+func (a *Array) claimSpares() {
+	if a.job != nil || a.readOnly || a.closed.Load() || a.ctx == nil {
+		return
+	}
+	v := a.view.Load()
+	if v.failed {
+		return
+	}
+	role := -1
+	for r := 0; r < a.geo.Members(); r++ {
+		if v.writable&(1<<uint(r)) == 0 {
+			role = r
+			break
+		}
+	}
+	if role < 0 {
+		return
+	}
+	for i := range a.meta.Members {
+		mi := &a.meta.Members[i]
+		s := a.slots[mi.UUID]
+		if mi.State != superblock.MemberSpare || s == nil {
+			continue
+		}
+		mi.Role, mi.State = int32(role), superblock.MemberRebuilding
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(role), 0
+		if err := a.commit(); err != nil {
+			a.log.Error("cannot record spare claim", "err", err)
+		}
+		a.publish()
+		a.event(Event{Kind: EventSpareClaimed, Role: role, Path: s.path})
+		a.startJob(jobRebuild, role, s, 0)
+		return
+	}
+}
+
+// startJob launches a recovery job from row. Callers hold cfgMu.
+func (a *Array) startJob(kind jobKind, role int, target *slot, row int64) {
+	ctx, cancel := context.WithCancel(a.ctx)
+	j := &recovery{kind: kind, role: role, target: target, start: time.Now(), first: row, cancel: cancel}
+	j.row.Store(row)
+	a.job = j
+	a.publish()
+	kindEv := EventRebuildStarted
+	if kind == jobReplace {
+		kindEv = EventReplaceStarted
+	}
+	a.event(Event{Kind: kindEv, Role: role, Path: target.path, Detail: fmt.Sprintf("from row %d of %d", row, a.geo.Rows())})
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		a.runJob(ctx, j)
+	}()
+}
+
+func (a *Array) runJob(ctx context.Context, j *recovery) {
+	rows := a.geo.Rows()
+	interval := a.progressInterval
+	last := time.Now()
+	j.winStart = last
+	for row := j.row.Load(); row < rows; {
+		if ctx.Err() != nil {
+			a.stopJob(j, row, "stopped: array closing")
+			return
+		}
+		a.throttle(ctx, j)
+		err := a.jobStep(j, row)
+		if errors.Is(err, errJobChanged) {
+			a.cfgMu.Lock()
+			current := a.job == j
+			a.cfgMu.Unlock()
+			if current {
+				continue // the job turned from replace into rebuild: redo the row
+			}
+			return
+		}
+		if err != nil {
+			a.stopJob(j, row, err.Error())
+			return
+		}
+		row++
+		j.row.Store(row)
+		if time.Since(last) >= interval {
+			last = time.Now()
+			a.checkpoint(j, row)
+		}
+	}
+	a.finishJob(j)
+}
+
+// jobStep does one row of a job under the row's stripe locks.
+func (a *Array) jobStep(j *recovery, row int64) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	if err := a.beginWrite(); err != nil {
+		return err
+	}
+	defer a.endWrite()
+	first, last := a.geo.RowStripes(row)
+	a.locks.Lock(first, last)
+	defer a.locks.Unlock(first, last)
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked = true
+	a.cfgMu.Lock()
+	current, kind := a.job == j, j.kind
+	a.cfgMu.Unlock()
+	if !current {
+		return errJobChanged
+	}
+	v := op.v
+	if v.failed {
+		return ErrFailed
+	}
+	var err error
+	switch kind {
+	case jobRebuild:
+		if v.devs[j.role] != j.target.dev || !op.Writable(j.role) {
+			return errJobChanged
+		}
+		err = a.layout.Rebuild(op, row, j.role)
+	case jobReplace:
+		if v.repl[j.role] != j.target.dev {
+			return errJobChanged
+		}
+		buf := op.Buf(a.geo.Chunk())
+		op.Read(j.role, buf, row*a.geo.Chunk())
+		if op.Run() == 0 {
+			op.batch = append(op.batch, ioReq{kind: ioWrite, m: j.role, dev: v.repl[j.role], p: buf, off: v.dataOff + row*a.geo.Chunk(), n: a.geo.Chunk(), repl: true})
+			op.Run()
+		} else {
+			err = errJobChanged // the old member failed: settle() promotes the replacement to a rebuild
+		}
+	}
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	return err
+}
+
+// throttle keeps the job between the minimum and maximum rates: at the
+// minimum while clients are doing I/O, otherwise up to the maximum.
+func (a *Array) throttle(ctx context.Context, j *recovery) {
+	ops := a.clientOps.Load()
+	busy := ops != j.lastOps
+	j.lastOps = ops
+	limit := a.maxRate
+	if busy {
+		limit = a.minRate
+	}
+	now := time.Now()
+	if busy != j.busy || now.Sub(j.winStart) > 2*time.Second {
+		j.busy, j.winStart, j.winBytes = busy, now, 0
+	}
+	if limit > 0 {
+		want := time.Duration(float64(j.winBytes) / float64(limit) * float64(time.Second))
+		if d := want - now.Sub(j.winStart); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	j.winBytes += a.geo.Chunk()
+}
+
+// checkpoint makes the rebuilt rows durable and records the position in
+// the superblocks, so a restart resumes there.
+func (a *Array) checkpoint(j *recovery, row int64) {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if a.job != j || j.kind != jobRebuild {
+		return
+	}
+	if err := j.target.dev.Sync(); err != nil {
+		return // the next write to it fails it
+	}
+	a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
+	if err := a.commit(); err != nil {
+		a.log.Warn("cannot record rebuild checkpoint", "err", err)
+	}
+	done, total := row, a.geo.Rows()
+	a.event(Event{Kind: EventRebuildProgress, Role: j.role, Path: j.target.path, Detail: fmt.Sprintf("%.1f%% (%d of %d rows)", 100*float64(done)/float64(total), done, total)})
+}
+
+// stopJob ends a job early, keeping its checkpoint.
+func (a *Array) stopJob(j *recovery, row int64, why string) {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if a.job != j {
+		return
+	}
+	if j.kind == jobRebuild && j.target.dev.Sync() == nil && a.meta.RebuildRole == int32(j.role) {
+		a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
+		if err := a.commit(); err != nil {
+			a.log.Warn("cannot record rebuild checkpoint", "err", err)
+		}
+	}
+	a.job = nil
+	j.cancel()
+	a.publish()
+	a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: fmt.Sprintf("%s %s at row %d: %s", j.kind, "stopped", row, why)})
+}
+
+// finishJob makes the rebuilt or copied member a full member.
+func (a *Array) finishJob(j *recovery) {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if a.job != j {
+		return
+	}
+	if err := j.target.dev.Sync(); err != nil {
+		a.job = nil
+		j.cancel()
+		a.publish()
+		a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: "final sync failed: " + err.Error()})
+		return
+	}
+	elapsed := time.Since(j.start)
+	rate := float64((a.geo.Rows()-j.first)*a.geo.Chunk()) / elapsed.Seconds()
+	detail := fmt.Sprintf("%d rows in %s (%.1f MiB/s)", a.geo.Rows()-j.first, elapsed.Round(time.Millisecond), rate/(1<<20))
+	kindEv := EventRebuildFinished
+	switch j.kind {
+	case jobRebuild:
+		for i := range a.meta.Members {
+			if a.meta.Members[i].UUID == j.target.uuid {
+				a.meta.Members[i].State = superblock.MemberActive
+			}
+		}
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+	case jobReplace:
+		kindEv = EventReplaceFinished
+		var old *slot
+		kept := a.meta.Members[:0]
+		for _, mi := range a.meta.Members {
+			switch {
+			case mi.UUID == j.target.uuid:
+				mi.Role, mi.State = int32(j.role), superblock.MemberActive
+			case int(mi.Role) == j.role && mi.State == superblock.MemberActive:
+				old = a.slots[mi.UUID]
+				continue // the replaced member leaves the array
+			}
+			kept = append(kept, mi)
+		}
+		a.meta.Members = kept
+		if old != nil {
+			delete(a.slots, old.uuid)
+			a.retired = append(a.retired, old)
+			detail += "; " + old.path + " retired"
+		}
+	}
+	a.job = nil
+	j.cancel()
+	if err := a.commit(); err != nil {
+		a.log.Error("cannot record finished "+j.kind.String(), "err", err)
+	}
+	a.publish()
+	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
+	a.claimSpares()
+}
+
+// replaceFailed abandons a replace whose new member failed.
+func (a *Array) replaceFailed(v *View, role int, err error) {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	j := a.job
+	if j == nil || j.kind != jobReplace || j.role != role || v.repl[role] != j.target.dev {
+		return
+	}
+	for i := range a.meta.Members {
+		if a.meta.Members[i].UUID == j.target.uuid {
+			a.meta.Members[i].State = superblock.MemberFailed
+		}
+	}
+	j.target.note = err.Error()
+	a.job = nil
+	j.cancel()
+	if cerr := a.commit(); cerr != nil {
+		a.log.Error("cannot record failed replacement", "err", cerr)
+	}
+	a.publish()
+	a.event(Event{Kind: EventReplaceFailed, Role: role, Path: j.target.path, Detail: err.Error()})
+}
+
+// promoteReplacement turns a replace whose old member failed into a rebuild
+// of the replacement from the row the copy had reached: every row before it
+// was copied, and every write since went to both. Callers hold cfgMu.
+func (a *Array) promoteReplacement(role int) bool {
+	j := a.job
+	if j == nil || j.kind != jobReplace || j.role != role {
+		return false
+	}
+	for i := range a.meta.Members {
+		if a.meta.Members[i].UUID == j.target.uuid {
+			a.meta.Members[i].Role, a.meta.Members[i].State = int32(role), superblock.MemberRebuilding
+		}
+	}
+	row := j.row.Load()
+	a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(role), uint64(row*a.geo.Chunk())
+	j.kind = jobRebuild
+	a.event(Event{Kind: EventRebuildStarted, Role: role, Path: j.target.path, Detail: fmt.Sprintf("old member failed during replace; rebuilding from row %d", row)})
+	return true
+}

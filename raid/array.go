@@ -161,9 +161,15 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	}
 	ctx := a.ctx
 	if resync {
+		plan := a.resyncPlan()
+		total := int64(0)
+		for _, r := range plan {
+			total += r[1] - r[0]
+		}
+		a.resyncTotal.Store(total)
 		a.resyncing.Store(true)
 		a.bg.Add(1)
-		go func() { defer a.bg.Done(); a.resync(ctx) }()
+		go func() { defer a.bg.Done(); a.resync(ctx, plan, total) }()
 	}
 	if a.cleanDelay > 0 {
 		a.bg.Add(1)
@@ -746,14 +752,8 @@ func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
 // resync makes rows consistent after an unclean shutdown, in the
 // background, taking each row's stripe locks in turn: the rows of the
 // regions the write-intent bitmap marked, or every row without a bitmap.
-func (a *Array) resync(ctx context.Context) {
+func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 	start := time.Now()
-	rows := a.resyncPlan()
-	total := int64(0)
-	for _, r := range rows {
-		total += r[1] - r[0]
-	}
-	a.resyncTotal.Store(total)
 	a.event(Event{Kind: EventResyncStarted, Role: -1, Detail: fmt.Sprintf("%d of %d rows (%d dirty bitmap regions)", total, a.geo.Rows(), len(rows))})
 	j := &recovery{winStart: start}
 	done := int64(0)
@@ -829,6 +829,9 @@ func (a *Array) Check() error {
 	defer a.leave()
 	var errs []error
 	for row := int64(0); row < a.geo.Rows(); row++ {
+		if a.closed.Load() {
+			return errors.Join(append(errs, ErrClosed)...)
+		}
 		first, last := a.geo.RowStripes(row)
 		a.locks.RLock(first, last)
 		op := a.getOp()

@@ -8,3 +8,16 @@ func (a *Array) FailRole(m int, err error) {
 	errs[m] = err
 	a.markFailed(a.view.Load(), 1<<uint(m), errs)
 }
+
+// Abandon stops the array as a power cut would: no sync, no clean marking,
+// members left open (tests only).
+func (a *Array) Abandon() {
+	a.closed.Store(true)
+	a.cancel()
+	a.bg.Wait()
+	for a.ops.Load() != 0 {
+	}
+	close(a.reqs)
+	a.workers.Wait()
+	a.stopEvents()
+}

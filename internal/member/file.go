@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -43,7 +45,9 @@ type File struct {
 	lbs      int64 // logical block size for block-device commands
 	direct   bool
 	readOnly bool
-	closed   atomic.Bool
+	// canDiscard: Discard frees space cheaply (probed at Open).
+	canDiscard bool
+	closed     atomic.Bool
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -92,6 +96,14 @@ func (m *File) probe() error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		m.size = st.Size
+		if !m.readOnly {
+			// Punching a hole past the end with KEEP_SIZE changes nothing
+			// and tells whether the file system can punch holes at all.
+			end := (st.Size + 4095) &^ 4095
+			m.canDiscard = m.control(func(fd int) error {
+				return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, end, 4096)
+			}) == nil
+		}
 	case unix.S_IFBLK:
 		m.block = true
 		var size uint64
@@ -111,6 +123,7 @@ func (m *File) probe() error {
 			return fmt.Errorf("member: %s: implausible logical block size %d", m.path, lbs)
 		}
 		m.size, m.lbs = int64(size), int64(lbs)
+		m.canDiscard = !m.readOnly && discardMaxBytes(uint64(st.Rdev)) > 0
 	default:
 		return fmt.Errorf("member: open %s (mode %#o): %w", m.path, st.Mode&unix.S_IFMT, ErrFileType)
 	}
@@ -123,6 +136,25 @@ func (m *File) probe() error {
 	}
 	return nil
 }
+
+// discardMaxBytes reads the block device's discard limit from sysfs (0 when
+// it cannot discard or the value is unavailable).
+func discardMaxBytes(rdev uint64) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/dev/block/%d:%d/queue/discard_max_bytes", unix.Major(rdev), unix.Minor(rdev)))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// CanDiscard reports whether Discard releases space cheaply (a file system
+// that punches holes, or a block device that discards), so that zeroing
+// by discard is faster than writing zeroes.
+func (m *File) CanDiscard() bool { return m.canDiscard }
 
 // Path returns the path the member was opened with.
 func (m *File) Path() string { return m.path }

@@ -418,3 +418,20 @@ func BenchmarkFileWrite(b *testing.B) {
 		})
 	}
 }
+
+func TestCanDiscard(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, member.CreateSparse(path, 1<<20))
+	rw, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	defer rw.Close()
+	assert.True(t, rw.CanDiscard(), "a regular file on %s should punch holes", path)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), fi.Size(), "the probe must not change the file size")
+	ro, err := member.Open(path, member.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer ro.Close()
+	assert.False(t, ro.CanDiscard(), "a read-only member cannot discard")
+	assert.True(t, member.NewMemory(4096).CanDiscard())
+}

@@ -30,6 +30,9 @@ func NewMemory(size int64) *Memory {
 	return &Memory{buf: make([]byte, size)}
 }
 
+// CanDiscard reports true: discarding memory is clearing it.
+func (m *Memory) CanDiscard() bool { return true }
+
 // Bytes returns the member's backing slice, not a copy: writes to it change
 // the member, and later WriteAt calls show through it. It stays valid after
 // Close. Do not use it concurrently with WriteAt or Discard.

@@ -142,9 +142,21 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 			}
 		}
 		if !again {
-			return nil
+			break
 		}
 	}
+	// Rewrite the reconstructed bytes on members whose reads failed.
+	repair := false
+	for _, e := range exts {
+		if op.ReadFailed(e.Member) && op.Writable(e.Member) {
+			op.Repair(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
+			repair = true
+		}
+	}
+	if repair {
+		op.Run()
+	}
+	return nil
 }
 
 var errRetry = fmt.Errorf("raid5: member failed, plan again")
@@ -267,16 +279,21 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 				err = l.rmw(op, w, pm)
 			}
 		default: // healthy row, or parity being rebuilt (writable, unreadable)
+			// Fewest member reads wins; on a tie, fewest bytes read.
+			width := w.hi - w.lo
 			rmwReads, rcwReads := 1, 0
+			rmwBytes, rcwBytes := width, int64(0)
 			for i := 0; i < l.dk; i++ {
 				if w.touched(i) {
 					rmwReads++
+					rmwBytes += w.b[i] - w.a[i]
 				}
 				if !w.covers(i) {
 					rcwReads++
+					rcwBytes += width
 				}
 			}
-			if x == pm || rcwReads <= rmwReads {
+			if x == pm || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
 				err = l.rcw(op, w, pm, -1, false)
 			} else {
 				err = l.rmw(op, w, pm)

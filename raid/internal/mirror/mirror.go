@@ -32,13 +32,21 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 	return &Layout{g: g}, nil
 }
 
-// pick chooses a readable copy of chunk c, rotating by chunk so large reads
-// spread over the copies, preferring members that are not write-mostly.
+// pick chooses a readable copy of chunk c, preferring members that are not
+// write-mostly. The first choice rotates with the chunk so that a large read
+// spreads evenly over all members: for RAID1 chunk c starts at copy c mod n;
+// for RAID10 the copy alternates every ceil(n/2) chunks, which for an even
+// member count visits every member once per two rows.
 func pick(op *raid.Op, locs []stripe.Loc, c int64) int {
 	best := -1
 	n := len(locs)
+	g := op.Geometry()
+	start := c
+	if g.Level() == stripe.RAID10 {
+		start = c / int64((g.Members()+1)/2)
+	}
 	for k := 0; k < n; k++ {
-		i := int((c + int64(k)) % int64(n))
+		i := int((start + int64(k)) % int64(n))
 		m := locs[i].Member
 		if !op.Readable(m) {
 			continue
@@ -53,10 +61,13 @@ func pick(op *raid.Op, locs []stripe.Loc, c int64) int {
 	return best
 }
 
-// ReadAt reads each chunk from one copy, retrying on another copy when a member fails.
+// ReadAt reads each chunk from one copy. When a copy fails to read, the
+// read is served from another under the stripe locks, and the bad copy is
+// rewritten with the good bytes (md's read-error correction).
 func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
+	var exts []stripe.Extent
 	for {
-		exts := op.Extents(off, int64(len(p)))
+		exts = op.Extents(off, int64(len(p)))
 		for _, e := range exts {
 			locs := op.Copies(e.Chunk, e.Off-e.Row*l.g.Chunk())
 			i := pick(op, locs, e.Chunk)
@@ -66,11 +77,27 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 			op.Read(locs[i].Member, p[e.BufOff:e.BufOff+e.Len], locs[i].Off)
 		}
 		if op.Run() == 0 {
-			return nil
+			break
 		}
-		// Some member failed: read everything again from the survivors.
-		// Simple and rare; a failed member is never chosen again.
+		if !op.Locked() {
+			return raid.ErrNeedLock
+		}
+		// A failed copy is never chosen again in this op: read everything
+		// again from the survivors.
 	}
+	repair := false
+	for _, e := range exts {
+		for _, loc := range op.Copies(e.Chunk, e.Off-e.Row*l.g.Chunk()) {
+			if op.ReadFailed(loc.Member) && op.Writable(loc.Member) {
+				op.Repair(loc.Member, p[e.BufOff:e.BufOff+e.Len], loc.Off)
+				repair = true
+			}
+		}
+	}
+	if repair {
+		op.Run()
+	}
+	return nil
 }
 
 // forCopies queues fn for every writable copy of every extent of [off, off+n).

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
 )
 
 type jobKind uint8
@@ -32,14 +34,19 @@ type recovery struct {
 	target *slot
 	start  time.Time
 	first  int64        // row the job started at
-	row    atomic.Int64 // next row to do
+	row    atomic.Int64 // rows below this are done (the slowest worker's position)
 	cancel context.CancelFunc
-	// throttle state, owned by the job goroutine
+	// throttle state
+	tmu      sync.Mutex
 	lastOps  int64
-	busy     bool
-	winStart time.Time
-	winBytes int64
+	lastBusy time.Time
+	next     time.Time // virtual clock of the rate limiter
 }
+
+// jobWorkers is how many rows a job works on at once: rows are independent,
+// and two keep both cores of a small machine busy (one XORs while the
+// other's reads are in flight).
+const jobWorkers = 2
 
 var errJobChanged = errors.New("raid: recovery job changed")
 
@@ -100,39 +107,82 @@ func (a *Array) startJob(kind jobKind, role int, target *slot, row int64) {
 	}()
 }
 
+// runJob runs the job's workers; worker w does rows first+w, first+w+W, ...
+// The job's position (for status and checkpoints) is the slowest worker's.
 func (a *Array) runJob(ctx context.Context, j *recovery) {
 	rows := a.geo.Rows()
-	interval := a.progressInterval
-	last := time.Now()
-	j.winStart = last
-	for row := j.row.Load(); row < rows; {
-		if ctx.Err() != nil {
-			a.stopJob(j, row, "stopped: array closing")
-			return
+	first := j.row.Load()
+	var prog [jobWorkers]atomic.Int64
+	var (
+		wg      sync.WaitGroup
+		failMu  sync.Mutex
+		failure string
+	)
+	low := func() int64 {
+		m := rows
+		for w := range prog {
+			m = min(m, prog[w].Load())
 		}
-		a.throttle(ctx, j)
-		err := a.jobStep(j, row)
-		if errors.Is(err, errJobChanged) {
-			a.cfgMu.Lock()
-			current := a.job == j
-			a.cfgMu.Unlock()
-			if current {
-				continue // the job turned from replace into rebuild: redo the row
-			}
-			return
-		}
-		if err != nil {
-			a.stopJob(j, row, err.Error())
-			return
-		}
-		row++
-		j.row.Store(row)
-		if time.Since(last) >= interval {
-			last = time.Now()
-			a.checkpoint(j, row)
-		}
+		return m
 	}
-	a.finishJob(j)
+	for w := 0; w < jobWorkers; w++ {
+		prog[w].Store(first + int64(w))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for row := first + int64(w); row < rows; {
+				if ctx.Err() != nil {
+					return
+				}
+				a.throttle(ctx, j)
+				err := a.jobStep(j, row)
+				if errors.Is(err, errJobChanged) {
+					a.cfgMu.Lock()
+					current := a.job == j
+					a.cfgMu.Unlock()
+					if current {
+						continue // the job turned from replace into rebuild: redo the row
+					}
+					return
+				}
+				if err != nil {
+					failMu.Lock()
+					failure = err.Error()
+					failMu.Unlock()
+					j.cancel()
+					return
+				}
+				row += jobWorkers
+				prog[w].Store(row)
+				j.row.Store(low())
+			}
+			prog[w].Store(rows)
+		}()
+	}
+	// Checkpoint periodically while the workers run.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTicker(a.progressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			a.checkpoint(j, low())
+			continue
+		case <-done:
+		}
+		break
+	}
+	row := low()
+	j.row.Store(row)
+	switch {
+	case failure != "":
+		a.stopJob(j, row, failure)
+	case row < rows:
+		a.stopJob(j, row, "stopped: array closing")
+	default:
+		a.finishJob(j)
+	}
 }
 
 // jobStep does one row of a job under the row's stripe locks.
@@ -162,15 +212,28 @@ func (a *Array) jobStep(j *recovery, row int64) error {
 		return ErrFailed
 	}
 	var err error
+	chunk := a.geo.Chunk()
 	switch kind {
 	case jobRebuild:
 		if v.devs[j.role] != j.target.dev || !op.Writable(j.role) {
 			return errJobChanged
 		}
-		err = a.layout.Rebuild(op, row, j.role)
+		if !a.rowHasData(v, row, j.role) {
+			// Nothing was ever written here: the row reads as zeroes on
+			// every source, so a hole on the target is the rebuilt row.
+			op.Discard(j.role, row*chunk, chunk)
+			op.Run()
+		} else {
+			err = a.layout.Rebuild(op, row, j.role)
+		}
 	case jobReplace:
 		if v.repl[j.role] != j.target.dev {
 			return errJobChanged
+		}
+		if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
+			op.batch = append(op.batch, ioReq{kind: ioDiscard, m: j.role, dev: v.repl[j.role], off: v.dataOff + row*chunk, n: chunk, repl: true})
+			op.Run()
+			break
 		}
 		buf := op.Buf(a.geo.Chunk())
 		op.Read(j.role, buf, row*a.geo.Chunk())
@@ -188,31 +251,63 @@ func (a *Array) jobStep(j *recovery, row int64) error {
 }
 
 // throttle keeps the job between the minimum and maximum rates: at the
-// minimum while clients are doing I/O, otherwise up to the maximum.
+// minimum while clients have done I/O in the last quarter second,
+// otherwise up to the maximum. It is a virtual clock: each row advances it
+// by chunk/limit, and a worker sleeps until the clock says its row may go.
 func (a *Array) throttle(ctx context.Context, j *recovery) {
-	ops := a.clientOps.Load()
-	busy := ops != j.lastOps
-	j.lastOps = ops
+	j.tmu.Lock()
+	now := time.Now()
+	if ops := a.clientOps.Load(); ops != j.lastOps {
+		j.lastOps, j.lastBusy = ops, now
+	}
 	limit := a.maxRate
-	if busy {
+	if now.Sub(j.lastBusy) < 250*time.Millisecond {
 		limit = a.minRate
 	}
-	now := time.Now()
-	if busy != j.busy || now.Sub(j.winStart) > 2*time.Second {
-		j.busy, j.winStart, j.winBytes = busy, now, 0
+	if limit <= 0 {
+		j.next = now
+		j.tmu.Unlock()
+		return
 	}
-	if limit > 0 {
-		want := time.Duration(float64(j.winBytes) / float64(limit) * float64(time.Second))
-		if d := want - now.Sub(j.winStart); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+	if j.next.Before(now) {
+		j.next = now
+	}
+	at := j.next
+	j.next = j.next.Add(time.Duration(float64(a.geo.Chunk()) / float64(limit) * float64(time.Second)))
+	j.tmu.Unlock()
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// dataProber is implemented by members that can tell holes from data.
+type dataProber interface{ HasData(off, n int64) bool }
+
+// rowHasData reports whether any readable member other than skip may hold
+// data in member row row (RAID10 also looks at the neighbouring rows, where
+// the other copies of the row's chunks may be). Members that cannot tell
+// count as holding data.
+func (a *Array) rowHasData(v *View, row int64, skip int) bool {
+	lo, hi := row, row
+	if a.geo.Level() == stripe.RAID10 {
+		lo, hi = max(0, row-1), min(a.geo.Rows()-1, row+1)
+	}
+	chunk := a.geo.Chunk()
+	for m, d := range v.devs {
+		if m == skip || d == nil || v.readable&(1<<uint(m)) == 0 {
+			continue
+		}
+		p, ok := d.(dataProber)
+		if !ok || p.HasData(v.dataOff+lo*chunk, (hi-lo+1)*chunk) {
+			return true
 		}
 	}
-	j.winBytes += a.geo.Chunk()
+	return false
 }
 
 // checkpoint makes the rebuilt rows durable and records the position in

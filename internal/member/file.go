@@ -459,3 +459,22 @@ func isAligned(p []byte, off int64) bool {
 	const mask = DirectAlignment - 1
 	return off&mask == 0 && len(p)&mask == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))&mask == 0
 }
+
+// HasData reports whether [off, off+n) may hold data: false only when the
+// file system reports the whole range as a hole (lseek SEEK_DATA), which
+// then reads as zeroes. Block devices and errors answer true, the safe side.
+func (m *File) HasData(off, n int64) bool {
+	if m.block || m.closed.Load() {
+		return true
+	}
+	var next int64
+	err := m.control(func(fd int) error {
+		var err error
+		next, err = unix.Seek(fd, off, unix.SEEK_DATA)
+		return err
+	})
+	if errors.Is(err, unix.ENXIO) {
+		return false // no data at or after off
+	}
+	return err != nil || next < off+n
+}

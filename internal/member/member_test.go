@@ -435,3 +435,19 @@ func TestCanDiscard(t *testing.T) {
 	assert.False(t, ro.CanDiscard(), "a read-only member cannot discard")
 	assert.True(t, member.NewMemory(4096).CanDiscard())
 }
+
+func TestHasData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m")
+	require.NoError(t, member.CreateSparse(path, 8<<20))
+	f, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	assert.False(t, f.HasData(0, 8<<20), "a new sparse file is one hole")
+	_, err = f.WriteAt([]byte{1}, 3<<20)
+	require.NoError(t, err)
+	assert.True(t, f.HasData(2<<20, 2<<20), "range with a written byte")
+	assert.True(t, f.HasData(0, 8<<20))
+	assert.False(t, f.HasData(5<<20, 3<<20), "hole after the data, up to the end")
+	require.NoError(t, f.Discard(3<<20, 1<<20))
+	assert.False(t, f.HasData(0, 8<<20), "punched back to a hole")
+}

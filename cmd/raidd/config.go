@@ -24,8 +24,12 @@ var errConfig = errors.New("config")
 // dots turned into underscores (nbd.max_payload is RAIDD_NBD_MAX_PAYLOAD).
 type Config struct {
 	// Listen lists the NBD listen addresses: "host:port" or "tcp://host:port"
-	// for TCP, "unix:///path" or an absolute path for a unix socket.
+	// for TCP; "unix:///path", "unix:PATH" (PATH may be relative) or an
+	// absolute path for a unix socket.
 	Listen []string `mapstructure:"listen"`
+	// AllowRemote permits NBD listen addresses that are not loopback. NBD
+	// has no authentication, so this is an explicit choice.
+	AllowRemote bool `mapstructure:"allow_remote"`
 	// Control is the unix socket of the control API used by raidd status
 	// and raidd check, and serving /metrics; empty disables it.
 	Control string `mapstructure:"control"`
@@ -34,9 +38,13 @@ type Config struct {
 	// ShutdownTimeout bounds how long a graceful stop waits for NBD requests
 	// in flight before closing connections.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	Log             LogConfig     `mapstructure:"log"`
-	NBD             NBDConfig     `mapstructure:"nbd"`
-	Arrays          []ArrayConfig `mapstructure:"arrays"`
+	// OnEvent is a shell command run (with /bin/sh -c) for every array
+	// event, with RAIDD_EVENT, RAIDD_ARRAY, RAIDD_ROLE, RAIDD_MEMBER,
+	// RAIDD_DETAIL and RAIDD_TIME in its environment; empty runs nothing.
+	OnEvent string        `mapstructure:"on_event"`
+	Log     LogConfig     `mapstructure:"log"`
+	NBD     NBDConfig     `mapstructure:"nbd"`
+	Arrays  []ArrayConfig `mapstructure:"arrays"`
 }
 
 // LogConfig selects the log level and format.
@@ -70,6 +78,10 @@ type ArrayConfig struct {
 	CleanDelay time.Duration `mapstructure:"clean_delay"`
 	KeepZeroes bool          `mapstructure:"keep_zeroes"`
 	IOWorkers  int           `mapstructure:"io_workers"`
+	// RebuildMinRate and RebuildMaxRate (bytes per second per member) map
+	// onto raid.Options; 0 means the engine's defaults.
+	RebuildMinRate byteRate `mapstructure:"rebuild_min_rate"`
+	RebuildMaxRate byteRate `mapstructure:"rebuild_max_rate"`
 }
 
 // MemberConfig is one member device. In YAML it is either a plain path or a
@@ -81,6 +93,15 @@ type MemberConfig struct {
 
 // byteSize is a size in bytes that the configuration may spell "64MiB".
 type byteSize int64
+
+// byteRate is bytes per second, spelled like a size with an optional
+// "/s": "16MiB" or "16MiB/s".
+type byteRate int64
+
+// parseRate parses a byteRate.
+func parseRate(s string) (int64, error) {
+	return parseSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
+}
 
 // Defaults. The control socket lives in /run/raidd, which the systemd unit
 // creates with RuntimeDirectory=raidd.
@@ -95,6 +116,8 @@ const (
 // keys the file does not mention.
 var scalarDefaults = map[string]any{
 	"listen":                []string{defaultListen},
+	"allow_remote":          false,
+	"on_event":              "",
 	"control":               defaultControl,
 	"metrics_listen":        "",
 	"shutdown_timeout":      defaultShutdownTimeout,
@@ -162,6 +185,7 @@ func loadConfig(v *viper.Viper, path string) (*Config, error) {
 	hook := mapstructure.ComposeDecodeHookFunc(
 		mapstructure.StringToTimeDurationHookFunc(),
 		stringToByteSize,
+		stringToByteRate,
 		stringToMember,
 		splitList,
 	)
@@ -182,6 +206,15 @@ func stringToByteSize(from, to reflect.Type, data any) (any, error) {
 	}
 	n, err := parseSize(data.(string))
 	return byteSize(n), err
+}
+
+// stringToByteRate decodes "16MiB" or "16MiB/s" into a byteRate.
+func stringToByteRate(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[byteRate]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	n, err := parseRate(data.(string))
+	return byteRate(n), err
 }
 
 // stringToMember lets a member be written as a bare path.
@@ -228,8 +261,12 @@ func (c *Config) Validate() error {
 		bad("listen: no NBD listen address")
 	}
 	for _, l := range c.Listen {
-		if _, _, err := parseListen(l); err != nil {
+		network, addr, err := parseListen(l)
+		switch {
+		case err != nil:
 			bad("listen: %v", err)
+		case network == "tcp" && !c.AllowRemote && !isLoopback(addr):
+			bad("listen: %q is not a loopback address; NBD has no authentication, so listening on it needs --allow-remote (allow_remote: true)", l)
 		}
 	}
 	if c.Control != "" && !filepath.IsAbs(c.Control) {
@@ -299,6 +336,9 @@ func (c *Config) Validate() error {
 		if a.IOWorkers < 0 {
 			bad("%s: io_workers: %d is negative", where, a.IOWorkers)
 		}
+		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
+			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -312,20 +352,27 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// parseListen splits a listen address into a network and an address.
+// parseListen splits a listen address into a network and an address. A
+// unix socket path given as "unix:PATH" may be relative (to the working
+// directory); "unix://" must be followed by an absolute path, as in a URL.
 func parseListen(s string) (network, addr string, err error) {
 	switch {
 	case strings.HasPrefix(s, "unix://"):
 		network, addr = "unix", strings.TrimPrefix(s, "unix://")
 		if !filepath.IsAbs(addr) {
-			return "", "", fmt.Errorf("%q: unix socket path must be absolute", s)
+			return "", "", fmt.Errorf("%q: unix socket path must be absolute (unix:///path, or unix:PATH for a relative one)", s)
+		}
+	case strings.HasPrefix(s, "unix:"):
+		network, addr = "unix", strings.TrimPrefix(s, "unix:")
+		if addr == "" {
+			return "", "", fmt.Errorf("%q: no unix socket path", s)
 		}
 	case strings.HasPrefix(s, "/"):
 		network, addr = "unix", s
 	case strings.HasPrefix(s, "tcp://"):
 		network, addr = "tcp", strings.TrimPrefix(s, "tcp://")
 	case strings.Contains(s, "://"):
-		return "", "", fmt.Errorf("%q: unknown scheme (want tcp:// or unix://)", s)
+		return "", "", fmt.Errorf("%q: unknown scheme (want tcp:// or unix:)", s)
 	default:
 		network, addr = "tcp", s
 	}
@@ -335,4 +382,20 @@ func parseListen(s string) (network, addr string, err error) {
 		}
 	}
 	return network, addr, nil
+}
+
+// isLoopback reports whether a TCP listen address (host:port) only
+// accepts connections from this host: localhost or a loopback IP. An
+// empty host or an unspecified IP (":10809", "0.0.0.0", "[::]") listens
+// on every address; other host names are not resolved and count as remote.
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

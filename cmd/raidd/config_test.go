@@ -24,6 +24,9 @@ const fullConfig = `
 listen:
   - 127.0.0.1:10809
   - unix:///run/raidd/nbd.sock
+  - 0.0.0.0:10810
+allow_remote: true
+on_event: logger "$RAIDD_EVENT"
 control: /run/raidd/raidd.sock
 metrics_listen: 127.0.0.1:9810
 shutdown_timeout: 1m
@@ -46,6 +49,8 @@ arrays:
     clean_delay: 5s
     keep_zeroes: true
     io_workers: 32
+    rebuild_min_rate: 8MiB
+    rebuild_max_rate: 100MiB/s
   - name: scratch
     members: [/var/lib/raidd/a.img, /var/lib/raidd/b.img]
 `
@@ -55,7 +60,9 @@ func TestLoadConfigFull(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
 	want := &Config{
-		Listen:          []string{"127.0.0.1:10809", "unix:///run/raidd/nbd.sock"},
+		Listen:          []string{"127.0.0.1:10809", "unix:///run/raidd/nbd.sock", "0.0.0.0:10810"},
+		AllowRemote:     true,
+		OnEvent:         `logger "$RAIDD_EVENT"`,
 		Control:         "/run/raidd/raidd.sock",
 		MetricsListen:   "127.0.0.1:9810",
 		ShutdownTimeout: time.Minute,
@@ -66,6 +73,7 @@ func TestLoadConfigFull(t *testing.T) {
 				Name: "data", Export: "vol0", Description: "main volume",
 				Members:  []MemberConfig{{Path: "/dev/sdb"}, {Path: "/dev/sdc", WriteMostly: true}},
 				ReadOnly: true, Direct: true, CleanDelay: 5 * time.Second, KeepZeroes: true, IOWorkers: 32,
+				RebuildMinRate: 8 << 20, RebuildMaxRate: 100 << 20,
 			},
 			{Name: "scratch", Members: []MemberConfig{{Path: "/var/lib/raidd/a.img"}, {Path: "/var/lib/raidd/b.img"}}},
 		},
@@ -103,6 +111,7 @@ func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
 		"wrong type":   {"nbd: {workers: many}\n", "workers"},
 		"bad size":     {"nbd: {max_payload: 12 parsecs}\n", "12 parsecs"},
 		"bad duration": {"shutdown_timeout: soon\n", "shutdown_timeout"},
+		"bad rate":     {"arrays: [{name: a, rebuild_max_rate: fast}]\n", "fast"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -126,6 +135,8 @@ func TestLoadConfigEnvironment(t *testing.T) {
 	t.Setenv("RAIDD_NBD_MAX_PAYLOAD", "8MiB")
 	t.Setenv("RAIDD_NBD_WORKERS", "3")
 	t.Setenv("RAIDD_SHUTDOWN_TIMEOUT", "7s")
+	t.Setenv("RAIDD_ALLOW_REMOTE", "true")
+	t.Setenv("RAIDD_ON_EVENT", "true")
 	// The environment wins over the file.
 	c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "control: /file.sock\nlog: {level: debug}\n"))
 	require.NoError(t, err)
@@ -135,6 +146,8 @@ func TestLoadConfigEnvironment(t *testing.T) {
 	assert.Equal(t, byteSize(8<<20), c.NBD.MaxPayload)
 	assert.Equal(t, 3, c.NBD.Workers)
 	assert.Equal(t, 7*time.Second, c.ShutdownTimeout)
+	assert.True(t, c.AllowRemote)
+	assert.Equal(t, "true", c.OnEvent)
 }
 
 func TestServeFlagsWinOverEnvironmentAndFile(t *testing.T) {
@@ -206,11 +219,15 @@ func TestValidateNoArrays(t *testing.T) {
 func TestParseListen(t *testing.T) {
 	tests := []struct{ in, network, addr string }{
 		{"127.0.0.1:10809", "tcp", "127.0.0.1:10809"},
+		{"localhost:10809", "tcp", "localhost:10809"},
 		{":10809", "tcp", ":10809"},
 		{"[::1]:10809", "tcp", "[::1]:10809"},
 		{"tcp://0.0.0.0:10809", "tcp", "0.0.0.0:10809"},
 		{"unix:///run/raidd/nbd.sock", "unix", "/run/raidd/nbd.sock"},
 		{"/run/raidd/nbd.sock", "unix", "/run/raidd/nbd.sock"},
+		{"unix:/tmp/x.sock", "unix", "/tmp/x.sock"},
+		{"unix:x.sock", "unix", "x.sock"},
+		{"unix:dir/x.sock", "unix", "dir/x.sock"},
 	}
 	for _, tt := range tests {
 		n, a, err := parseListen(tt.in)
@@ -218,4 +235,61 @@ func TestParseListen(t *testing.T) {
 		assert.Equal(t, tt.network, n, tt.in)
 		assert.Equal(t, tt.addr, a, tt.in)
 	}
+	for in, want := range map[string]string{
+		"unix:":           "no unix socket path",
+		"unix://x.sock":   "must be absolute",
+		"http://x:1":      "unknown scheme",
+		"nowhere":         "want host:port",
+		"tcp://nowhere":   "want host:port",
+		"relative/x.sock": "want host:port",
+	} {
+		_, _, err := parseListen(in)
+		assert.ErrorContains(t, err, want, in)
+	}
+}
+
+// A TCP address other than loopback needs allow_remote; unix sockets and
+// loopback addresses never do.
+func TestValidateRemoteListen(t *testing.T) {
+	tests := []struct {
+		listen string
+		remote bool
+	}{
+		{"127.0.0.1:10809", false},
+		{"127.0.0.2:10809", false},
+		{"localhost:10809", false},
+		{"[::1]:10809", false},
+		{"tcp://127.0.0.1:1", false},
+		{"unix:/tmp/x.sock", false},
+		{"unix:x.sock", false},
+		{"unix:///tmp/x.sock", false},
+		{"/tmp/x.sock", false},
+		{":10809", true},
+		{"0.0.0.0:10809", true},
+		{"[::]:10809", true},
+		{"tcp://192.168.1.10:10809", true},
+		{"nbd.example.com:10809", true},
+	}
+	for _, tt := range tests {
+		c := &Config{Listen: []string{tt.listen}, Log: LogConfig{Level: "info", Format: "text"},
+			Arrays: []ArrayConfig{{Name: "a", Members: []MemberConfig{{Path: "/a"}}}}}
+		err := c.Validate()
+		if !tt.remote {
+			assert.NoError(t, err, tt.listen)
+			continue
+		}
+		require.Error(t, err, tt.listen)
+		assert.Contains(t, err.Error(), "not a loopback address", tt.listen)
+		assert.Contains(t, err.Error(), "--allow-remote", tt.listen)
+		c.AllowRemote = true
+		assert.NoError(t, c.Validate(), tt.listen)
+	}
+}
+
+func TestValidateRebuildRates(t *testing.T) {
+	c := &Config{Listen: []string{defaultListen}, Log: LogConfig{Level: "info", Format: "text"},
+		Arrays: []ArrayConfig{{Name: "a", Members: []MemberConfig{{Path: "/a"}}, RebuildMinRate: 64 << 20, RebuildMaxRate: 32 << 20}}}
+	assert.ErrorContains(t, c.Validate(), "rebuild_min_rate 64MiB/s is above rebuild_max_rate 32MiB/s")
+	c.Arrays[0].RebuildMaxRate = 0 // no limit
+	assert.NoError(t, c.Validate())
 }

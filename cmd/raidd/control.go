@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,11 +23,19 @@ import (
 // The control API is plain HTTP/1.1 with JSON bodies on a unix socket
 // (Config.Control); file permissions on the socket are its access control.
 //
-//	GET  /v1/status              statusReply
-//	POST /v1/arrays/{name}/check checkReply; 409 while a check of that array runs
-//	GET  /metrics                Prometheus text format
+//	GET  /v1/status                statusReply
+//	POST /v1/arrays/{name}/check   checkReply; 409 while a check of that array runs
+//	POST /v1/arrays/{name}/fail    {"member": ID}                    -> memberReply
+//	POST /v1/arrays/{name}/remove  {"member": ID}                    -> memberReply
+//	POST /v1/arrays/{name}/add     {"path": PATH, "force": bool}      -> memberReply
+//	POST /v1/arrays/{name}/replace {"old": ID, "new": PATH, "force": bool} -> memberReply
+//	GET  /metrics                  Prometheus text format
 //
-// Errors are JSON {"error": "..."} with a 4xx or 5xx status.
+// ID names a member by path, member UUID or role number; PATH is the
+// absolute path of a device the daemon opens itself. Errors are JSON
+// {"error": "..."} with a 4xx or 5xx status: 404 for an unknown array or
+// member, 409 when the array's state forbids the change, 400 for a bad
+// request or a device that cannot be opened.
 
 // statusReply is the body of GET /v1/status.
 type statusReply struct {
@@ -88,6 +99,9 @@ func (d *daemon) controlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", d.handleStatus)
 	mux.HandleFunc("POST /v1/arrays/{name}/check", d.handleCheck)
+	for _, op := range []string{"fail", "remove", "add", "replace"} {
+		mux.HandleFunc("POST /v1/arrays/{name}/"+op, d.handleMember)
+	}
 	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	return mux
 }
@@ -112,14 +126,9 @@ func (d *daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 // under its stripe locks, so I/O continues while it runs.
 func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var s *servedArray
-	for _, a := range d.arrays {
-		if a.cfg.Name == name {
-			s = a
-		}
-	}
-	if s == nil {
-		writeJSON(w, http.StatusNotFound, errorReply{fmt.Sprintf("no array named %q", name)})
+	s, err := d.lookup(name)
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, errorReply{err.Error()})
 		return
 	}
 	if !s.checking.CompareAndSwap(false, true) {
@@ -129,7 +138,7 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 	defer s.checking.Store(false)
 	d.log.Info("check started", "array", name)
 	start := time.Now()
-	err := s.array.Check()
+	err = s.array.Check()
 	reply := checkReply{Array: name, Consistent: err == nil, Seconds: time.Since(start).Seconds()}
 	switch {
 	case err == nil:
@@ -143,6 +152,150 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// lookup returns the served array called name, or an error listing the
+// arrays there are.
+func (d *daemon) lookup(name string) (*servedArray, error) {
+	names := make([]string, len(d.arrays))
+	for i, a := range d.arrays {
+		if a.cfg.Name == name {
+			return a, nil
+		}
+		names[i] = strconv.Quote(a.cfg.Name)
+	}
+	return nil, fmt.Errorf("no array named %q is running (arrays: %s)", name, strings.Join(names, ", "))
+}
+
+// memberRequest is the body of the member management calls; each uses
+// the fields its line in the API table names.
+type memberRequest struct {
+	Member string `json:"member,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Old    string `json:"old,omitempty"`
+	New    string `json:"new,omitempty"`
+	Force  bool   `json:"force,omitempty"`
+}
+
+// memberReply is the answer to a successful member change: what was done
+// and the array's status right after it.
+type memberReply struct {
+	Message string      `json:"message"`
+	Array   arrayStatus `json:"array"`
+}
+
+// handleMember serves fail, remove, add and replace.
+func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
+	d.opsMu.RLock()
+	defer d.opsMu.RUnlock()
+	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	if d.stopping {
+		writeJSON(w, http.StatusServiceUnavailable, errorReply{op + ": raidd is shutting down"})
+		return
+	}
+	s, err := d.lookup(r.PathValue("name"))
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, errorReply{err.Error()})
+		return
+	}
+	var req memberRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorReply{fmt.Sprintf("%s: bad request body: %v", op, err)})
+		return
+	}
+	need := func(field, v string) bool {
+		if v == "" {
+			writeJSON(w, http.StatusBadRequest, errorReply{fmt.Sprintf("%s: %q is required", op, field)})
+			return false
+		}
+		return true
+	}
+	name := s.cfg.Name
+	var msg string
+	switch op {
+	case "fail":
+		if !need("member", req.Member) {
+			return
+		}
+		err = s.array.FailMember(req.Member)
+		msg = fmt.Sprintf("%s: %s marked failed", name, req.Member)
+	case "remove":
+		if !need("member", req.Member) {
+			return
+		}
+		err = s.array.RemoveMember(req.Member)
+		msg = fmt.Sprintf("%s: %s removed", name, req.Member)
+	case "add":
+		if !need("path", req.Path) {
+			return
+		}
+		var dev raid.Device
+		if dev, err = d.openNew(s, req.Path); err == nil {
+			err = s.array.AddMember(dev, req.Force)
+		}
+		msg = fmt.Sprintf("%s: %s added", name, req.Path)
+	case "replace":
+		if !need("old", req.Old) || !need("new", req.New) {
+			return
+		}
+		var dev raid.Device
+		if dev, err = d.openNew(s, req.New); err == nil {
+			err = s.array.ReplaceMember(req.Old, dev, req.Force)
+		}
+		msg = fmt.Sprintf("%s: replacing %s with %s", name, req.Old, req.New)
+	}
+	if err != nil {
+		d.log.Warn("member change refused", "array", name, "op", op, "err", err)
+		writeJSON(w, memberErrorCode(err), errorReply{err.Error()})
+		return
+	}
+	st := s.array.Status()
+	if p := st.Recovery; p != nil {
+		where := p.Path
+		if where == "" {
+			where = "a spare"
+		}
+		msg += fmt.Sprintf("; %s of role %d onto %s in progress", p.Kind, p.Role, where)
+	}
+	d.log.Info("member change", "array", name, "op", op, "result", msg)
+	writeJSON(w, http.StatusOK, memberReply{Message: msg, Array: arrayStatus{Export: s.cfg.exportName(), Status: st}})
+}
+
+// openNew opens a device for add or replace the way serve opens members:
+// exclusively locked, with the array's direct setting.
+func (d *daemon) openNew(s *servedArray, path string) (raid.Device, error) {
+	if !filepath.IsAbs(path) {
+		return raid.Device{}, badRequest{fmt.Errorf("%q is not an absolute path", path)}
+	}
+	if s.array.ReadOnly() {
+		return raid.Device{}, raid.ErrReadOnly
+	}
+	m, err := openMember(path, false, s.cfg.Direct)
+	if err != nil {
+		return raid.Device{}, badRequest{err}
+	}
+	return raid.Device{Path: path, Member: m}, nil
+}
+
+// badRequest marks errors in what the client asked for.
+type badRequest struct{ error }
+
+func (e badRequest) Unwrap() error { return e.error }
+
+// memberErrorCode maps a member change error to an HTTP status.
+func memberErrorCode(err error) int {
+	var br badRequest
+	switch {
+	case errors.Is(err, raid.ErrNoMember):
+		return http.StatusNotFound
+	case errors.Is(err, raid.ErrBusy), errors.Is(err, raid.ErrInUse), errors.Is(err, raid.ErrReadOnly):
+		return http.StatusConflict
+	case errors.As(err, &br):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 func (d *daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
@@ -175,9 +328,25 @@ func newControlClient(socket string) *controlClient {
 
 // do sends a request and decodes a JSON reply into out.
 func (c *controlClient) do(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://raidd"+path, nil)
+	return c.doBody(ctx, method, path, nil, out)
+}
+
+// doBody is do with a JSON request body (none if in is nil).
+func (c *controlClient) doBody(ctx context.Context, method, path string, in, out any) error {
+	var reqBody io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		reqBody = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://raidd"+path, reqBody)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

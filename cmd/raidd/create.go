@@ -23,13 +23,19 @@ clears their data regions so that mirrors and parity agree from the start.
 The array size follows from the smallest member, less the 1 MiB header.
 
 Members that already carry a raidd superblock are refused unless --force is
-given. With --size, member files that do not exist yet are created as
-sparse files of that size.
+given. With --size, member (and spare) files that do not exist yet are
+created as sparse files of that size. Spares (--spare) wait idle and are
+claimed, and rebuilt onto, when a member fails.
+
+The write-intent bitmap records which regions may have unfinished writes,
+so that after a crash only those are resynced; --bitmap-region sets how
+much of each member one bit covers (default 64MiB), and none disables it.
 
 Afterwards, add the array to the configuration of 'raidd serve'; create
 prints a snippet to paste.`,
 		Example: `  raidd create --name data --level 5 --chunk 64KiB /dev/sdb /dev/sdc /dev/sdd
-  raidd create --name scratch --level 0 --size 10GiB /var/lib/raidd/a.img /var/lib/raidd/b.img`,
+  raidd create --name scratch --level 0 --size 10GiB /var/lib/raidd/a.img /var/lib/raidd/b.img
+  raidd create --name safe --level 5 --spare /dev/sdf /dev/sdb /dev/sdc /dev/sdd /dev/sde`,
 		Args: args(cobra.MinimumNArgs(1)),
 	}
 	fs := cmd.Flags()
@@ -38,6 +44,8 @@ prints a snippet to paste.`,
 	chunk := fs.String("chunk", "512KiB", "chunk `size`: a power of two from 4KiB to 64MiB")
 	size := fs.String("size", "", "create missing member files as sparse files of this `size`")
 	force := fs.Bool("force", false, "overwrite members that already carry a raidd superblock")
+	spares := fs.StringArray("spare", nil, "spare member `path` (repeatable)")
+	bitmap := fs.String("bitmap-region", "", "write-intent bitmap `size` covered by one bit, or none (default 64MiB)")
 	keys := logFlags(fs)
 
 	cmd.RunE = func(cmd *cobra.Command, paths []string) error {
@@ -68,16 +76,30 @@ prints a snippet to paste.`,
 				errs = append(errs, fmt.Errorf("--size: %w", err))
 			}
 		}
+		switch *bitmap {
+		case "":
+		case "none":
+			co.BitmapRegion = -1
+		default:
+			if co.BitmapRegion, err = parseSize(*bitmap); err != nil {
+				errs = append(errs, fmt.Errorf("--bitmap-region: %w", err))
+			} else if co.BitmapRegion == 0 {
+				errs = append(errs, errors.New("--bitmap-region: 0 is not a size; use none to disable the bitmap"))
+			}
+		}
+		nMembers := len(paths)
+		paths = append(paths, *spares...)
+		seen := map[string]bool{}
 		for i, p := range paths {
 			if paths[i], err = filepath.Abs(p); err != nil {
 				errs = append(errs, err)
+			} else if seen[paths[i]] {
+				errs = append(errs, fmt.Errorf("%s is given twice", paths[i]))
 			}
+			seen[paths[i]] = true
 		}
 		if len(errs) > 0 {
 			return usageError{errors.Join(errs...)}
-		}
-		if err := co.Validate(); err != nil {
-			return usageError{err}
 		}
 
 		var devs []raid.Device
@@ -85,6 +107,12 @@ prints a snippet to paste.`,
 			for _, d := range devs {
 				_ = d.Member.Close()
 			}
+		}
+		if err := co.Validate(); err != nil {
+			return usageError{err}
+		}
+		if len(*spares) > 0 && co.Level == stripe.RAID0 {
+			return usageError{errors.New("--spare: a raid0 array has no redundancy, so a spare could never be used")}
 		}
 		for _, p := range paths {
 			if fileSize > 0 {
@@ -107,7 +135,8 @@ prints a snippet to paste.`,
 			closeAll()
 			return errors.Join(errs...)
 		}
-		a, err := raid.Create(devs, co, raid.Options{Logger: log})
+		co.Spares = devs[nMembers:]
+		a, err := raid.Create(devs[:nMembers], co, raid.Options{Logger: log})
 		if err != nil {
 			closeAll()
 			return err
@@ -116,8 +145,12 @@ prints a snippet to paste.`,
 		if err := a.Close(); err != nil {
 			return fmt.Errorf("array %s was created but closing it failed: %w", co.Name, err)
 		}
-		fmt.Fprintf(c.stdout, "created %s array %q (uuid %s): %d members, chunk %s, size %s (%d bytes)\n",
+		fmt.Fprintf(c.stdout, "created %s array %q (uuid %s): %d members, chunk %s, size %s (%d bytes)",
 			st.Level, st.Name, st.UUID, st.Members, formatSize(st.Chunk), formatSize(st.Size), st.Size)
+		if n := len(co.Spares); n > 0 {
+			fmt.Fprintf(c.stdout, ", %d spare(s)", n)
+		}
+		fmt.Fprintln(c.stdout)
 		fmt.Fprintf(c.stdout, "\nAdd it to the arrays of raidd.yaml:\n\n  - name: %s\n    members:\n", strconv.Quote(st.Name))
 		for _, p := range paths {
 			fmt.Fprintf(c.stdout, "      - %s\n", strconv.Quote(p))

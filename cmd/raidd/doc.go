@@ -1,10 +1,16 @@
 // Command raidd combines regular files and block devices into RAID 0, 1, 5
 // and 10 arrays and exports each array over NBD.
 //
-//	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--force] MEMBER...
-//	raidd serve   [--config FILE] [--listen ADDR]... [--control PATH] [--metrics-listen ADDR]
-//	raidd status  [--config FILE | --control PATH] [--json] [ARRAY...]
+//	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--force] MEMBER...
+//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--metrics-listen ADDR] [--on-event CMD]
+//	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
+//	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]
+//	raidd status  [--config FILE | --control PATH] [--json] [--watch [--interval 1s]] [ARRAY...]
 //	raidd check   [--config FILE | --control PATH] [ARRAY...]
+//	raidd fail    [--config FILE | --control PATH] ARRAY MEMBER
+//	raidd remove  [--config FILE | --control PATH] ARRAY MEMBER
+//	raidd add     [--config FILE | --control PATH] [--force] ARRAY PATH
+//	raidd replace [--config FILE | --control PATH] [--force] ARRAY OLD NEW
 //	raidd examine [--json] MEMBER...
 //
 // This is the only package that imports cobra, pflag and viper, parses
@@ -21,6 +27,10 @@
 // reports every problem at once before any device is opened.
 // contrib/systemd/raidd.yaml documents every key.
 //
+// serve can also take the members of one array as arguments instead of a
+// configured array list; the array's name then comes from their
+// superblocks (or --name, which they must match).
+//
 // # Serving
 //
 // serve opens every member with an exclusive flock on its path (a shared
@@ -33,13 +43,26 @@
 // raid.Array.Close, which syncs the members and marks the arrays clean. A
 // second signal kills the process. SIGHUP is logged and ignored.
 //
+// Each export is logged with its NBD URI (nbd://127.0.0.1:10809/NAME,
+// nbd+unix:///NAME?socket=PATH). NBD has no authentication, so a TCP
+// listen address that is not loopback needs allow_remote (--allow-remote).
+//
+// on_event (--on-event) runs a shell command for every raid.Event, like
+// mdadm --monitor --program: one at a time, in order, each within 30s,
+// from a queue that never blocks the arrays, with RAIDD_EVENT, RAIDD_ARRAY,
+// RAIDD_ROLE (-1 for none), RAIDD_MEMBER, RAIDD_DETAIL and RAIDD_TIME
+// (RFC 3339) in its environment. Failures are logged.
+//
 // # Control socket
 //
 // A unix socket (control, default /run/raidd/raidd.sock) serves HTTP with
-// JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check and GET
-// /metrics (Prometheus text format). Access is governed by the socket's
-// file permissions. status and check are its clients; metrics_listen can
-// expose /metrics alone on TCP.
+// JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check, the member
+// changes POST /v1/arrays/{name}/fail, remove, add and replace (see
+// control.go), and GET /metrics (Prometheus text format). Access is
+// governed by the socket's file permissions. status, check, fail, remove,
+// add and replace are its clients; metrics_listen can expose /metrics
+// alone on TCP. The daemon opens the devices of add and replace itself,
+// locked like the members of serve.
 //
 // # Exit codes
 //

@@ -68,10 +68,13 @@ func (c *cli) rootCmd() *cobra.Command {
 		Long: `raidd combines regular files and block devices into RAID 0, 1, 5 and 10
 arrays and exports each array as a Network Block Device (NBD) export.
 
+  raidd demo     create a RAID5 on sparse files and serve it, in one command
   raidd create   write superblocks and form a new array
-  raidd serve    assemble the configured arrays and serve them over NBD
-  raidd status   show the arrays of a running raidd
+  raidd serve    assemble arrays (configured, or given as members) and serve them over NBD
+  raidd status   show the arrays of a running raidd (--watch for live progress)
   raidd check    verify mirrors and parity of a running array
+  raidd fail, remove, add, replace
+                 change the members of a running array
   raidd examine  print the superblock of member devices
 
 Configuration for serve comes from a YAML file (--config), environment
@@ -92,7 +95,8 @@ errors. Sizes accept units: 4096, 64KiB, 1MiB, 2GiB, 10GB.`,
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(c.createCmd(), c.serveCmd(), c.statusCmd(), c.checkCmd(), c.examineCmd())
+	root.AddCommand(c.createCmd(), c.serveCmd(), c.demoCmd(), c.statusCmd(), c.checkCmd(), c.examineCmd(),
+		c.failCmd(), c.removeCmd(), c.addCmd(), c.replaceCmd())
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/raidd/raidd/internal/member"
 
 	"github.com/raidd/raidd/nbd"
 	"github.com/raidd/raidd/raid"
@@ -59,32 +63,52 @@ type daemon struct {
 	arrays  []*servedArray
 	nbd     *nbd.Server
 	started time.Time
+	hooks   *hookRunner // runs on_event; nil if none
+	// opsMu is held for reading by each member change made through the
+	// control socket, and for writing to set stopping once none runs.
+	opsMu    sync.RWMutex
+	stopping bool
 }
 
 func (c *cli) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Assemble the configured arrays and serve them over NBD",
+		Use:   "serve [flags] [MEMBER...]",
+		Short: "Assemble arrays and serve them over NBD",
 		Long: `Serve assembles every array listed in the configuration and exports each
-one over NBD, plus a control socket for 'raidd status' and 'raidd check'.
+one over NBD, plus a control socket for 'raidd status', 'raidd check' and
+the member commands (fail, remove, add, replace).
+
+Without a configuration, give the members of one array on the command
+line: serve assembles the array their superblocks describe and exports it
+under its name. --name, --read-only, --direct, --write-mostly and the
+rebuild rates apply only to that array (configured arrays have keys for
+them). Spares are listed like any other member.
 
 It refuses to start if any array cannot be assembled, naming each member
 that was refused and why. Under systemd (Type=notify) it reports readiness
 once every listener is open. SIGINT or SIGTERM stops it gracefully: NBD
 requests in flight are answered, members are synced and the arrays are
 marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
-		Args: args(cobra.NoArgs),
+		Example: `  raidd serve --config /etc/raidd/raidd.yaml
+  raidd serve --listen unix:/tmp/nbd.sock --control /tmp/raidd.sock /srv/a.img /srv/b.img /srv/c.img
+  raidd serve --read-only --name data /dev/sdb /dev/sdc`,
+		Args: args(cobra.ArbitraryArgs),
 	}
 	fs := cmd.Flags()
 	configFlags(fs)
-	fs.StringSlice("listen", []string{defaultListen}, "NBD listen `address`es: host:port, tcp://host:port, unix:///path (repeatable)")
-	fs.String("control", defaultControl, "control socket `path` (\"\" disables it)")
+	keys := listenFlags(fs)
 	fs.String("metrics-listen", "", "TCP `address` that serves Prometheus /metrics (default none)")
-	keys := logFlags(fs)
-	keys["listen"], keys["control"], keys["metrics-listen"] = "listen", "control", "metrics_listen"
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	keys["metrics-listen"] = "metrics_listen"
+	af := arrayFlags(fs)
+	for k, v := range logFlags(fs) {
+		keys[k] = v
+	}
+	cmd.RunE = func(cmd *cobra.Command, members []string) error {
 		cfg, err := commandConfig(cmd, keys)
 		if err != nil {
+			return err
+		}
+		if err := af.apply(cmd, cfg, members); err != nil {
 			return err
 		}
 		if err := cfg.Validate(); err != nil {
@@ -96,18 +120,155 @@ marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 		}
 		ctx, stop := signalContext(cmd.Context(), log)
 		defer stop()
-		return runServe(ctx, cfg, log, c.onReady)
+		return runServe(ctx, cfg, log, func([]string) { c.ready() })
 	}
 	return cmd
+}
+
+// ready calls the test hook, if any.
+func (c *cli) ready() {
+	if c.onReady != nil {
+		c.onReady()
+	}
+}
+
+// listenFlags adds the flags serve and demo share and returns their
+// bindings to configuration keys.
+func listenFlags(fs *pflag.FlagSet) map[string]string {
+	fs.StringSlice("listen", []string{defaultListen}, "NBD listen `address`es: host:port, tcp://host:port, unix:PATH, unix:///path (repeatable)")
+	fs.Bool("allow-remote", false, "allow NBD listen addresses that are not loopback (NBD has no authentication)")
+	fs.String("control", defaultControl, "control socket `path` (\"\" disables it)")
+	fs.String("on-event", "", "shell `command` run for every array event, with RAIDD_EVENT, RAIDD_ARRAY, RAIDD_ROLE, RAIDD_MEMBER, RAIDD_DETAIL, RAIDD_TIME set")
+	return map[string]string{"listen": "listen", "allow-remote": "allow_remote", "control": "control", "on-event": "on_event"}
+}
+
+// cliArray holds the serve flags that describe the array given by MEMBER
+// arguments.
+type cliArray struct {
+	name                       *string
+	readOnly, direct           *bool
+	writeMostly                *[]string
+	rebuildMinRate, rebuildMax *string
+}
+
+func arrayFlags(fs *pflag.FlagSet) *cliArray {
+	return &cliArray{
+		name:           fs.String("name", "", "array `name` the MEMBERs must belong to (default: read from their superblocks)"),
+		readOnly:       fs.Bool("read-only", false, "export the MEMBERs' array read-only; no superblock is written"),
+		direct:         fs.Bool("direct", false, "open the MEMBERs with O_DIRECT"),
+		writeMostly:    fs.StringArray("write-mostly", nil, "MEMBER `path` that serves reads only when no other copy can (repeatable)"),
+		rebuildMinRate: fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
+		rebuildMax:     fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
+	}
+}
+
+// perArrayFlags are the flags that only apply to MEMBER arguments.
+var perArrayFlags = []string{"name", "read-only", "direct", "write-mostly", "rebuild-min-rate", "rebuild-max-rate"}
+
+// apply adds the array given by MEMBER arguments to cfg. Without members
+// none of the per-array flags may be set.
+func (f *cliArray) apply(cmd *cobra.Command, cfg *Config, members []string) error {
+	if len(members) == 0 {
+		for _, n := range perArrayFlags {
+			if cmd.Flags().Changed(n) {
+				return usageError{fmt.Errorf("--%s applies to the array given by MEMBER arguments, and none were given (use the array keys of the configuration instead)", n)}
+			}
+		}
+		return nil
+	}
+	if len(cfg.Arrays) > 0 {
+		return usageError{fmt.Errorf("both MEMBER arguments and arrays in the configuration (%s) were given; use one or the other", configPath(cmd.Flags()))}
+	}
+	ac := ArrayConfig{Name: *f.name, ReadOnly: *f.readOnly, Direct: *f.direct}
+	var errs []error
+	seen := map[string]bool{}
+	for _, m := range members {
+		p, err := filepath.Abs(m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		seen[p] = true
+		ac.Members = append(ac.Members, MemberConfig{Path: p})
+	}
+	for _, w := range *f.writeMostly {
+		p, err := filepath.Abs(w)
+		if err == nil && !seen[p] {
+			err = fmt.Errorf("--write-mostly %s is not one of the MEMBER arguments", w)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range ac.Members {
+			if ac.Members[i].Path == p {
+				ac.Members[i].WriteMostly = true
+			}
+		}
+	}
+	for _, r := range []struct {
+		flag, val string
+		dst       *byteRate
+	}{{"rebuild-min-rate", *f.rebuildMinRate, &ac.RebuildMinRate}, {"rebuild-max-rate", *f.rebuildMax, &ac.RebuildMaxRate}} {
+		if r.val == "" {
+			continue
+		}
+		n, err := parseRate(r.val)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", r.flag, err))
+		}
+		*r.dst = byteRate(n)
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	if ac.Name == "" {
+		name, err := arrayNameOf(ac.Members)
+		if err != nil {
+			return err
+		}
+		ac.Name = name
+	}
+	cfg.Arrays = []ArrayConfig{ac}
+	return nil
+}
+
+// arrayNameOf returns the array name recorded in the first member that
+// has a readable superblock. The members are opened read-only and not
+// locked; assembly checks every member against the name afterwards.
+func arrayNameOf(members []MemberConfig) (string, error) {
+	var errs []error
+	for _, m := range members {
+		f, err := member.Open(m.Path, member.Options{ReadOnly: true})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sb, err := superblock.Read(f)
+		_ = f.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Path, err))
+			continue
+		}
+		return sb.Name, nil
+	}
+	return "", fmt.Errorf("no MEMBER carries a readable raidd superblock, so the array is unknown (create it first with 'raidd create'):\n%w", errors.Join(errs...))
 }
 
 // runServe assembles every configured array, serves them over NBD and the
 // control socket, and returns after ctx is cancelled and everything has
 // been shut down: NBD requests in flight answered (within
 // ShutdownTimeout), arrays synced, marked clean and closed. ready, if not
-// nil, is called once every listener is open.
-func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) (err error) {
+// nil, is called once every listener is open, with the NBD URI of every
+// export on every listener.
+func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uris []string)) (err error) {
 	d := &daemon{cfg: cfg, log: log, started: time.Now()}
+	if cfg.OnEvent != "" {
+		d.hooks = newHookRunner(cfg.OnEvent, log)
+		// After the arrays are closed (deferred below), so that their last
+		// events still run.
+		defer d.hooks.close(cfg.ShutdownTimeout)
+	}
 	if err := d.assemble(); err != nil {
 		return err
 	}
@@ -164,14 +325,25 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) 
 		}
 		return l, nil
 	}
-	var nbdLs []net.Listener
+	var (
+		nbdLs []net.Listener
+		uris  []string
+	)
 	for _, a := range cfg.Listen {
 		network, addr, _ := parseListen(a) // validated
+		if network == "unix" {
+			if addr, err = filepath.Abs(addr); err != nil {
+				return fmt.Errorf("nbd listen %s: %w", a, err)
+			}
+		}
 		l, err := listen(network, addr)
 		if err != nil {
 			return fmt.Errorf("nbd listen %s: %w", a, err)
 		}
 		nbdLs = append(nbdLs, l)
+		for _, e := range exports {
+			uris = append(uris, nbdURI(l.Addr(), e.Name))
+		}
 	}
 	var httpServers []*http.Server
 	var httpLs []net.Listener
@@ -218,11 +390,14 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) 
 	listeners = nil // the servers own and close them now
 
 	log.Info("serving", "exports", len(d.arrays), "listen", strings.Join(cfg.Listen, ","), "control", cfg.Control)
+	for _, u := range uris {
+		log.Info("export " + u)
+	}
 	if err := sdNotify(fmt.Sprintf("READY=1\nSTATUS=serving %d export(s) on %s", len(d.arrays), strings.Join(cfg.Listen, ", "))); err != nil {
 		log.Warn("cannot notify the service manager", "err", err)
 	}
 	if ready != nil {
-		ready()
+		ready(uris)
 	}
 
 	var runErr error
@@ -245,7 +420,48 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) 
 		_ = hs.Close()
 	}
 	wg.Wait()
+	// Member changes started through the control socket are short; let
+	// them finish before the arrays close, and refuse any later one.
+	d.opsMu.Lock()
+	d.stopping = true
+	d.opsMu.Unlock()
 	return runErr
+}
+
+// nbdURI is the NBD URI of export name on a listener: nbd://host:port/name
+// or nbd+unix:///name?socket=path. A listener on every address is named
+// by the loopback address of its family.
+func nbdURI(addr net.Addr, name string) string {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		ip := a.IP
+		switch {
+		case ip == nil || ip.Equal(net.IPv4zero):
+			ip = net.IPv4(127, 0, 0, 1)
+		case ip.Equal(net.IPv6unspecified):
+			ip = net.IPv6loopback
+		}
+		return "nbd://" + net.JoinHostPort(ip.String(), strconv.Itoa(a.Port)) + "/" + uriEscape(name, false)
+	case *net.UnixAddr:
+		return "nbd+unix:///" + uriEscape(name, false) + "?socket=" + uriEscape(a.Name, true)
+	}
+	return addr.String()
+}
+
+// uriEscape percent-encodes what may not appear literally in a URI path
+// segment (or, with slash, a query value holding a path).
+func uriEscape(s string, slash bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-._~", c) >= 0 || slash && c == '/' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // assemble opens the members of every configured array and assembles the
@@ -254,7 +470,11 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func()) 
 func (d *daemon) assemble() error {
 	var errs []error
 	for _, ac := range d.cfg.Arrays {
-		a, err := assembleArray(ac, d.log)
+		var onEvent func(raid.Event)
+		if d.hooks != nil {
+			onEvent = d.hooks.enqueue
+		}
+		a, err := assembleArray(ac, d.log, onEvent)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("array %s: %w", ac.Name, err))
 			continue
@@ -271,7 +491,8 @@ func (d *daemon) assemble() error {
 }
 
 // assembleArray opens ac's members and assembles the array they form.
-func assembleArray(ac ArrayConfig, log *slog.Logger) (*raid.Array, error) {
+// onEvent, if not nil, receives the array's events.
+func assembleArray(ac ArrayConfig, log *slog.Logger, onEvent func(raid.Event)) (*raid.Array, error) {
 	var (
 		devs []raid.Device
 		errs []error
@@ -294,7 +515,7 @@ func assembleArray(ac ArrayConfig, log *slog.Logger) (*raid.Array, error) {
 	// Assemble, whose messages say what to do.
 	for _, d := range devs {
 		if m, err := superblock.Read(d.Member); err == nil && m.Name != ac.Name {
-			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the name or the member list in the configuration",
+			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the array name or the member list",
 				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
 		}
 	}
@@ -303,11 +524,14 @@ func assembleArray(ac ArrayConfig, log *slog.Logger) (*raid.Array, error) {
 		return nil, errors.Join(errs...)
 	}
 	a, err := raid.Assemble(devs, raid.Options{
-		ReadOnly:   ac.ReadOnly,
-		Logger:     log,
-		CleanDelay: ac.CleanDelay,
-		KeepZeroes: ac.KeepZeroes,
-		IOWorkers:  ac.IOWorkers,
+		ReadOnly:       ac.ReadOnly,
+		Logger:         log,
+		CleanDelay:     ac.CleanDelay,
+		KeepZeroes:     ac.KeepZeroes,
+		IOWorkers:      ac.IOWorkers,
+		RebuildMinRate: int64(ac.RebuildMinRate),
+		RebuildMaxRate: int64(ac.RebuildMaxRate),
+		OnEvent:        onEvent,
 	})
 	if err != nil {
 		closeAll()

@@ -104,19 +104,26 @@ type daemonRun struct {
 // serve starts raidd serve --config cfg and waits until it listens.
 func serve(t *testing.T, cfg string) *daemonRun {
 	t.Helper()
+	return start(t, "serve", "--config", cfg)
+}
+
+// start runs a raidd command line that serves (serve or demo) in-process
+// and waits until it listens. Its stdout and stderr both go to stderr.
+func start(t *testing.T, args ...string) *daemonRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemonRun{cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
 	ready := make(chan struct{})
 	c := &cli{stdout: d.stderr, stderr: d.stderr, onReady: func() { close(ready) }}
-	go func() { d.done <- c.run(ctx, []string{"serve", "--config", cfg}) }()
+	go func() { d.done <- c.run(ctx, args) }()
 	select {
 	case <-ready:
 	case code := <-d.done:
 		cancel()
-		t.Fatalf("serve exited with %d before it was ready:\n%s", code, d.stderr)
+		t.Fatalf("%s exited with %d before it was ready:\n%s", args[0], code, d.stderr)
 	case <-time.After(20 * time.Second):
 		cancel()
-		t.Fatalf("serve not ready after 20s:\n%s", d.stderr)
+		t.Fatalf("%s not ready after 20s:\n%s", args[0], d.stderr)
 	}
 	t.Cleanup(func() { d.stop(t) })
 	return d
@@ -348,23 +355,34 @@ func TestCLIErrors(t *testing.T) {
 	e := newEnv(t)
 	bad := filepath.Join(e.dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("listen: [':1']\nlisten_adress: x\n"), 0o600))
+	good := filepath.Join(e.dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("arrays: [{name: a, members: [/a.img]}]\n"), 0o600))
 	tests := map[string]struct {
 		args []string
 		code int
 		want string
 	}{
-		"no command":            {nil, exitUsage, "no command given"},
-		"unknown command":       {[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		"unknown flag":          {[]string{"serve", "--frob"}, exitUsage, "unknown flag: --frob"},
-		"serve takes no args":   {[]string{"serve", "x"}, exitUsage, "unknown command"},
-		"create needs members":  {[]string{"create", "--name", "a", "--level", "1"}, exitUsage, "requires at least 1 arg"},
-		"create needs a level":  {[]string{"create", "--name", "a", "/x"}, exitUsage, "--level is required"},
-		"bad level and chunk":   {[]string{"create", "--name", "a", "--level", "6", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
-		"bad chunk":             {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
-		"unknown config key":    {[]string{"serve", "--config", bad}, 1, "listen_adress"},
-		"status without daemon": {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, 1, "raidd is not running"},
-		"examine a non-member":  {[]string{"examine", bad}, 1, "no raidd superblock"},
-		"bad log level":         {[]string{"create", "--name", "a", "--level", "1", "--log-level", "loud", "/x"}, exitUsage, `"loud" is not debug`},
+		"no command":                 {nil, exitUsage, "no command given"},
+		"unknown command":            {[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		"unknown flag":               {[]string{"serve", "--frob"}, exitUsage, "unknown flag: --frob"},
+		"array flags need members":   {[]string{"serve", "--read-only", "--listen", "unix:/x"}, exitUsage, "--read-only applies to the array given by MEMBER arguments"},
+		"config and members":         {[]string{"serve", "--config", good, "/x.img"}, exitUsage, "both MEMBER arguments and arrays in the configuration"},
+		"write-mostly not a member":  {[]string{"serve", "--write-mostly", "/y.img", "/x.img"}, exitUsage, "--write-mostly /y.img is not one of the MEMBER arguments"},
+		"bad rebuild rate":           {[]string{"serve", "--rebuild-max-rate", "fast", "/x.img"}, exitUsage, "--rebuild-max-rate"},
+		"members without superblock": {[]string{"serve", "--control", "", bad}, 1, "no MEMBER carries a readable raidd superblock"},
+		"remote listen":              {[]string{"serve", "--config", good, "--listen", "0.0.0.0:10809"}, 1, "needs --allow-remote"},
+		"interval without watch":     {[]string{"status", "--interval", "2s"}, exitUsage, "--interval applies to --watch"},
+		"fail needs two args":        {[]string{"fail", "data"}, exitUsage, "accepts 2 arg(s)"},
+		"spare on raid0":             {[]string{"create", "--name", "a", "--level", "0", "--spare", "/s", "/x"}, exitUsage, "raid0 array has no redundancy"},
+		"bad bitmap region":          {[]string{"create", "--name", "a", "--level", "1", "--bitmap-region", "3KiB", "/x"}, exitUsage, "BitmapRegion 3072"},
+		"create needs members":       {[]string{"create", "--name", "a", "--level", "1"}, exitUsage, "requires at least 1 arg"},
+		"create needs a level":       {[]string{"create", "--name", "a", "/x"}, exitUsage, "--level is required"},
+		"bad level and chunk":        {[]string{"create", "--name", "a", "--level", "6", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
+		"bad chunk":                  {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
+		"unknown config key":         {[]string{"serve", "--config", bad}, 1, "listen_adress"},
+		"status without daemon":      {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, 1, "raidd is not running"},
+		"examine a non-member":       {[]string{"examine", bad}, 1, "no raidd superblock"},
+		"bad log level":              {[]string{"create", "--name", "a", "--level", "1", "--log-level", "loud", "/x"}, exitUsage, `"loud" is not debug`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,16 +1,25 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/raidd/raidd/raid"
 )
 
 // controlFlags adds --config and --control to cmd and returns the binding.
@@ -38,34 +47,155 @@ func (c *cli) statusCmd() *cobra.Command {
 		Use:   "status [ARRAY...]",
 		Short: "Show the arrays of a running raidd",
 		Long: `Status asks a running 'raidd serve' over its control socket for the state
-of its arrays and members, resync progress and I/O counters. The control
-socket is found from --control, RAIDD_CONTROL or the configuration file.`,
+of its arrays and members, rebuild, replace and resync progress, the
+write-intent bitmap, recent events and I/O counters. The control socket is
+found from --control, RAIDD_CONTROL or the configuration file.
+
+With --watch it redraws the status every --interval, with progress bars,
+until interrupted (exit 0) or until raidd goes away (exit 1).`,
+		Example: `  raidd status
+  raidd status --watch data
+  raidd status --json | jq '.arrays[].state'`,
 		Args: args(cobra.ArbitraryArgs),
 	}
 	keys := controlFlags(cmd)
 	asJSON := cmd.Flags().Bool("json", false, "print the raw JSON status")
+	watch := cmd.Flags().BoolP("watch", "w", false, "redraw the status every --interval until interrupted")
+	interval := cmd.Flags().Duration("interval", time.Second, "redraw `interval` for --watch")
 	cmd.RunE = func(cmd *cobra.Command, names []string) error {
+		if cmd.Flags().Changed("interval") && !*watch {
+			return usageError{errors.New("--interval applies to --watch")}
+		}
+		if *interval <= 0 {
+			return usageError{fmt.Errorf("--interval %v: must be positive", *interval)}
+		}
 		cl, err := dialControl(cmd, keys)
 		if err != nil {
 			return err
 		}
-		var st statusReply
-		if err := cl.do(cmd.Context(), "GET", "/v1/status", &st); err != nil {
-			return err
+		fetch := func(ctx context.Context) (*statusReply, error) {
+			var st statusReply
+			if err := cl.do(ctx, "GET", "/v1/status", &st); err != nil {
+				return nil, err
+			}
+			var err error
+			st.Arrays, err = selectArrays(st.Arrays, names)
+			return &st, err
 		}
-		if st.Arrays, err = selectArrays(st.Arrays, names); err != nil {
-			return err
+		render := func(w io.Writer, st *statusReply) error {
+			if *asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(w, st, time.Now())
+			return nil
 		}
-		if *asJSON {
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+		if !*watch {
+			st, err := fetch(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return render(c.stdout, st)
 		}
-		printStatus(c.stdout, &st, time.Now())
-		return nil
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return watchStatus(ctx, c.stdout, *interval, !*asJSON && isTerminal(c.stdout), fetch, render)
 	}
 	return cmd
 }
+
+// watchStatus redraws the status every interval until ctx ends (nil) or
+// the daemon cannot be reached (an error). clear clears the screen before
+// each frame; otherwise frames are separated by a blank line.
+func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, clear bool,
+	fetch func(context.Context) (*statusReply, error), render func(io.Writer, *statusReply) error) error {
+	for frame := 0; ; frame++ {
+		st, err := fetch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if frame > 0 {
+				return fmt.Errorf("raidd went away: %w", err)
+			}
+			return err
+		}
+		var b bytes.Buffer
+		switch {
+		case clear:
+			b.WriteString("\x1b[H\x1b[2J")
+		case frame > 0:
+			b.WriteString("\n")
+		}
+		if err := render(&b, st); err != nil {
+			return err
+		}
+		if clear {
+			fmt.Fprintf(&b, "\nEvery %v; Ctrl-C to stop.\n", interval)
+		}
+		if _, err := w.Write(b.Bytes()); err != nil {
+			return err
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// progressWidth is the number of cells in a progress bar.
+const progressWidth = 20
+
+// progressBar renders a background job's progress:
+// "[#########...........] 47.3%  112.4 MiB/s  ETA 0:12". The rate and the
+// ETA are left out while unknown.
+func progressBar(p *raid.Progress, width int) string {
+	pct := p.Percent
+	if math.IsNaN(pct) || pct < 0 {
+		pct = 0
+	}
+	pct = min(pct, 100)
+	filled := int(pct / 100 * float64(width))
+	var b strings.Builder
+	b.WriteByte('[')
+	b.WriteString(strings.Repeat("#", filled))
+	b.WriteString(strings.Repeat(".", width-filled))
+	fmt.Fprintf(&b, "] %.1f%%", pct)
+	if p.BytesPerSec > 0 {
+		fmt.Fprintf(&b, "  %.1f MiB/s", p.BytesPerSec/(1<<20))
+	}
+	if p.ETASeconds > 0 {
+		b.WriteString("  ETA " + formatETA(p.ETASeconds))
+	}
+	return b.String()
+}
+
+// formatETA renders seconds as m:ss, or h:mm:ss from an hour up, rounded up.
+func formatETA(sec float64) string {
+	s := int64(math.Ceil(sec))
+	h, m, s := s/3600, s/60%60, s%60
+	if h > 0 {
+		return fmt.Sprintf("%d:%02d:%02d", h, m, s)
+	}
+	return fmt.Sprintf("%d:%02d", m, s)
+}
+
+// historyShown is how many recent events status prints per array.
+const historyShown = 5
 
 // selectArrays keeps the arrays named in names, in that order; no names
 // keeps all.
@@ -102,8 +232,20 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 			fmt.Fprint(w, ", read-only")
 		}
 		fmt.Fprintf(w, "\n  uuid %s, events %d\n", a.UUID, a.EventCount)
+		if r := a.Recovery; r != nil {
+			onto := r.Path
+			if onto == "" {
+				onto = "-"
+			}
+			fmt.Fprintf(w, "  recovery: %s of role %d onto %s  %s\n", r.Kind, r.Role, onto, progressBar(r, progressWidth))
+		}
 		if r := a.Resync; r != nil {
-			fmt.Fprintf(w, "  resync: %.1f%% (%d of %d rows)\n", r.Percent, r.Done, r.Total)
+			fmt.Fprintf(w, "  resync: %s (%d of %d rows)\n", progressBar(r, progressWidth), r.Done, r.Total)
+		}
+		if b := a.Bitmap; b != nil {
+			fmt.Fprintf(w, "  bitmap: %s per bit, %d of %d regions dirty\n", formatSize(b.Region), b.Dirty, b.Regions)
+		} else {
+			fmt.Fprintln(w, "  bitmap: none (a crash means a full resync)")
 		}
 		s := a.Stats
 		fmt.Fprintf(w, "  I/O: read %s, written %s, zeroed %s; members written %s (write amplification %.2f)\n",
@@ -126,6 +268,22 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", role, m.State, m.Events, path, m.Note)
 		}
 		_ = tw.Flush()
+		if h := a.History; len(h) > 0 {
+			fmt.Fprintln(w, "  recent events:")
+			for _, e := range h[max(0, len(h)-historyShown):] {
+				fmt.Fprintf(w, "    %s  %s", e.Time.Local().Format("2006-01-02 15:04:05"), e.Kind)
+				if e.Role >= 0 {
+					fmt.Fprintf(w, "  role %d", e.Role)
+				}
+				if e.Path != "" {
+					fmt.Fprintf(w, "  %s", e.Path)
+				}
+				if e.Detail != "" {
+					fmt.Fprintf(w, "  (%s)", e.Detail)
+				}
+				fmt.Fprintln(w)
+			}
+		}
 	}
 }
 

@@ -1,21 +1,25 @@
 package nbd
 
+import "github.com/pojntfx/go-nbd/pkg/protocol"
+
 // Wire constants of the NBD protocol, named after doc/proto.md of
-// NetworkBlockDevice/nbd. All multi-byte fields are big-endian.
+// NetworkBlockDevice/nbd. All multi-byte fields are big-endian. Where
+// go-nbd's protocol package defines a constant, it is used (its constant
+// set is sound, unlike its server); the rest of the protocol is defined here.
 
 // Magic numbers.
 const (
-	magicInitPasswd      uint64 = 0x4e42444d41474943 // "NBDMAGIC"
-	magicIHaveOpt        uint64 = 0x49484156454f5054 // "IHAVEOPT"
-	magicOptReply        uint64 = 0x0003e889045565a9
-	magicRequest         uint32 = 0x25609513
-	magicSimpleReply     uint32 = 0x67446698
+	magicInitPasswd      uint64 = protocol.NEGOTIATION_MAGIC_OLDSTYLE // "NBDMAGIC"
+	magicIHaveOpt        uint64 = protocol.NEGOTIATION_MAGIC_OPTION   // "IHAVEOPT"
+	magicOptReply        uint64 = protocol.NEGOTIATION_MAGIC_REPLY
+	magicRequest         uint32 = protocol.TRANSMISSION_MAGIC_REQUEST
+	magicSimpleReply     uint32 = protocol.TRANSMISSION_MAGIC_REPLY
 	magicStructuredReply uint32 = 0x668e33ef
 )
 
 // Handshake flags (server, 16 bits).
 const (
-	flagFixedNewstyle uint16 = 1 << 0
+	flagFixedNewstyle uint16 = protocol.NEGOTIATION_HANDSHAKE_FLAG_FIXED_NEWSTYLE
 	flagNoZeroes      uint16 = 1 << 1
 )
 
@@ -28,7 +32,7 @@ const (
 
 // Transmission flags (16 bits).
 const (
-	tflagHasFlags        uint16 = 1 << 0
+	tflagHasFlags        uint16 = protocol.NEGOTIATION_REPLY_FLAGS_HAS_FLAGS
 	tflagReadOnly        uint16 = 1 << 1
 	tflagSendFlush       uint16 = 1 << 2
 	tflagSendFUA         uint16 = 1 << 3
@@ -36,7 +40,7 @@ const (
 	tflagSendTrim        uint16 = 1 << 5
 	tflagSendWriteZeroes uint16 = 1 << 6
 	tflagSendDF          uint16 = 1 << 7
-	tflagCanMultiConn    uint16 = 1 << 8
+	tflagCanMultiConn    uint16 = protocol.NEGOTIATION_REPLY_FLAGS_CAN_MULTI_CONN
 	tflagSendResize      uint16 = 1 << 9
 	tflagSendCache       uint16 = 1 << 10
 	tflagSendFastZero    uint16 = 1 << 11
@@ -45,12 +49,12 @@ const (
 // Option types.
 const (
 	optExportName      uint32 = 1
-	optAbort           uint32 = 2
-	optList            uint32 = 3
+	optAbort           uint32 = protocol.NEGOTIATION_ID_OPTION_ABORT
+	optList            uint32 = protocol.NEGOTIATION_ID_OPTION_LIST
 	optPeekExport      uint32 = 4
 	optStartTLS        uint32 = 5
-	optInfo            uint32 = 6
-	optGo              uint32 = 7
+	optInfo            uint32 = protocol.NEGOTIATION_ID_OPTION_INFO
+	optGo              uint32 = protocol.NEGOTIATION_ID_OPTION_GO
 	optStructuredReply uint32 = 8
 	optListMetaContext uint32 = 9
 	optSetMetaContext  uint32 = 10
@@ -58,16 +62,16 @@ const (
 
 // Option reply types. Errors have bit 31 set.
 const (
-	repAck            uint32 = 1
-	repServer         uint32 = 2
-	repInfo           uint32 = 3
+	repAck            uint32 = protocol.NEGOTIATION_TYPE_REPLY_ACK
+	repServer         uint32 = protocol.NEGOTIATION_TYPE_REPLY_SERVER
+	repInfo           uint32 = protocol.NEGOTIATION_TYPE_REPLY_INFO
 	repMetaContext    uint32 = 4
-	repErrUnsup       uint32 = 1<<31 + 1
+	repErrUnsup       uint32 = protocol.NEGOTIATION_TYPE_REPLY_ERR_UNSUPPORTED
 	repErrPolicy      uint32 = 1<<31 + 2
 	repErrInvalid     uint32 = 1<<31 + 3
 	repErrPlatform    uint32 = 1<<31 + 4
 	repErrTLSReqd     uint32 = 1<<31 + 5
-	repErrUnknown     uint32 = 1<<31 + 6
+	repErrUnknown     uint32 = protocol.NEGOTIATION_TYPE_REPLY_ERR_UNKNOWN
 	repErrShutdown    uint32 = 1<<31 + 7
 	repErrBlockSzReqd uint32 = 1<<31 + 8
 	repErrTooBig      uint32 = 1<<31 + 9
@@ -75,17 +79,17 @@ const (
 
 // Information types of NBD_REP_INFO.
 const (
-	infoExport      uint16 = 0
-	infoName        uint16 = 1
-	infoDescription uint16 = 2
+	infoExport      uint16 = protocol.NEGOTIATION_TYPE_INFO_EXPORT
+	infoName        uint16 = protocol.NEGOTIATION_TYPE_INFO_NAME
+	infoDescription uint16 = protocol.NEGOTIATION_TYPE_INFO_DESCRIPTION
 	infoBlockSize   uint16 = 3
 )
 
 // Command types.
 const (
-	cmdRead        uint16 = 0
-	cmdWrite       uint16 = 1
-	cmdDisc        uint16 = 2
+	cmdRead        uint16 = protocol.TRANSMISSION_TYPE_REQUEST_READ
+	cmdWrite       uint16 = protocol.TRANSMISSION_TYPE_REQUEST_WRITE
+	cmdDisc        uint16 = protocol.TRANSMISSION_TYPE_REQUEST_DISC
 	cmdFlush       uint16 = 3
 	cmdTrim        uint16 = 4
 	cmdCache       uint16 = 5
@@ -118,10 +122,10 @@ const (
 // Protocol error values (NBD_E*). They are fixed by the protocol and are
 // independent of the host's errno numbering.
 const (
-	errnoPerm     uint32 = 1
+	errnoPerm     uint32 = protocol.TRANSMISSION_ERROR_EPERM
 	errnoIO       uint32 = 5
 	errnoNoMem    uint32 = 12
-	errnoInval    uint32 = 22
+	errnoInval    uint32 = protocol.TRANSMISSION_ERROR_EINVAL
 	errnoNoSpc    uint32 = 28
 	errnoOverflow uint32 = 75
 	errnoNotSup   uint32 = 95

@@ -1,0 +1,56 @@
+// Package raid is raidd's engine: it turns a set of members into one array
+// that reads and writes exactly like a single disk, at every level, with and
+// without missing members, and keeps it that way through failures, spares,
+// rebuilds, replacements and crashes.
+//
+// # Structure
+//
+//   - Array is the front door (ReadAt, WriteAt, WriteAtFUA, Sync, Discard,
+//     WriteZeroes, Status, Check, Close, and the member lifecycle: FailMember,
+//     RemoveMember, AddMember, ReplaceMember). It satisfies the nbd package's
+//     Device interface and its optional capabilities.
+//   - Create writes fresh superblocks; Assemble starts an array from its
+//     members' superblocks, following mdadm's rules (see Assemble).
+//   - Layout is a personality (raid0, raid1/raid10 via internal/mirror,
+//     raid5). Personalities register themselves with Register; import them
+//     for their side effect.
+//   - View is an immutable snapshot of the member set behind an atomic
+//     pointer. Op is one request's context: the View it uses, scratch space,
+//     and the member I/O it queues, which a per-array worker pool runs in
+//     parallel without allocating.
+//
+// # Invariants
+//
+//   - No array-wide lock on the I/O path. Writes, degraded reads, resync,
+//     rebuild and check steps take the stripe locks (stripe.Locks) of what
+//     they touch, in ascending order; reads of a healthy array take none.
+//     Mirror writes are locked too, so overlapping writes reach every copy in
+//     the same order and mirrors never diverge.
+//   - Member-state changes are serialized by one configuration mutex,
+//     persisted in the superblocks of every member in use (event counter
+//     bumped, synced), and only then published as a new View.
+//   - A member that fails during a request is recorded as failed on the
+//     survivors before that request is acknowledged; the request is
+//     completed from redundancy while the level tolerates the loss.
+//   - A read error on a member with redundancy is repaired (the bytes are
+//     reconstructed, returned and rewritten); only a failed rewrite fails
+//     the member.
+//   - Before the first write after a clean state the superblocks say dirty;
+//     before a write to a bitmap region its bit is on disk on every member.
+//     After a crash only the rows of marked regions are resynchronised.
+//   - Layouts never validate user input, never lock and never change member
+//     states; the Array does all three.
+//
+// # Errors
+//
+// Sentinels are in errors.go. Range and permission errors wrap the errno the
+// NBD protocol wants (EINVAL, ENOSPC, EPERM); ErrFailed wraps EIO and is
+// joined with the MemberErrors that caused it. Degraded is a state, not an
+// error.
+//
+// # Concurrency
+//
+// Every exported method of Array may be called from many goroutines.
+// Background work (clean marking, bitmap cleaning, resync, rebuild,
+// replace, event hooks) is owned by the Array and stops in Close.
+package raid

@@ -74,9 +74,12 @@ type Array struct {
 	progressInterval time.Duration
 	clientOps        atomic.Int64
 
-	opPool  sync.Pool
-	bufPool sync.Pool
-	zero    []byte
+	opPool    sync.Pool
+	bufPool   sync.Pool
+	widthPool sync.Pool // stripe-width buffers for coalesced writes
+	coalesce  bool
+	gq        [gatherSlots]gatherQueue
+	zero      []byte
 
 	stats struct {
 		clientWritten   atomic.Int64
@@ -84,6 +87,7 @@ type Array struct {
 		memberWritten   atomic.Int64
 		memberDiscarded atomic.Int64
 		clientRead      atomic.Int64
+		coalesced       atomic.Int64
 	}
 }
 
@@ -129,6 +133,9 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	a.startEvents(o.OnEvent)
 	chunk := geo.Chunk()
 	a.bufPool.New = func() any { b := make([]byte, chunk); return &b }
+	width := geo.StripeWidth()
+	a.widthPool.New = func() any { b := make([]byte, width); return &b }
+	a.coalesce = geo.Level() == stripe.RAID5 && !o.NoCoalesce
 	n := geo.Members()
 	a.opPool.New = func() any {
 		return &Op{a: a, geo: geo, Shards: make([][]byte, n), Scratch: make([][]byte, n)}
@@ -513,6 +520,12 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	}
 	defer a.doneWrite(rowLo, rowHi)
 	first, last := a.geo.StripeRange(off, n)
+	if kind == wkData {
+		a.stats.clientWritten.Add(n)
+		if a.coalescable(off, n, first, last) {
+			return a.writeGathered(p, off, first, fua)
+		}
+	}
 	if a.lockWrite {
 		a.locks.Lock(first, last)
 		defer a.locks.Unlock(first, last)
@@ -527,7 +540,6 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	switch kind {
 	case wkData:
 		err = a.layout.WriteAt(op, p, off)
-		a.stats.clientWritten.Add(n)
 	case wkDiscard:
 		err = a.layout.Discard(op, off, n)
 		a.stats.clientZeroed.Add(n)
@@ -537,13 +549,24 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 		a.stats.clientZeroed.Add(n)
 	}
 	if err == nil && fua {
-		for m := 0; m < a.geo.Members(); m++ {
-			if op.touched&(1<<uint(m)) != 0 && op.Writable(m) {
-				op.queue(ioSync, m, nil, 0, 0)
-			}
-		}
-		op.Run()
+		a.syncTouched(op)
 	}
+	return a.finishWrite(op, err)
+}
+
+// syncTouched makes the members op wrote durable (FUA).
+func (a *Array) syncTouched(op *Op) {
+	for m := 0; m < a.geo.Members(); m++ {
+		if op.touched&(1<<uint(m)) != 0 && op.Writable(m) {
+			op.queue(ioSync, m, nil, 0, 0)
+		}
+	}
+	op.Run()
+}
+
+// finishWrite records member failures seen by a write (before it is
+// acknowledged) and returns the write's result.
+func (a *Array) finishWrite(op *Op, err error) error {
 	if op.settle() {
 		a.handleFailures(op)
 		if a.view.Load().failed {

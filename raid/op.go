@@ -113,6 +113,9 @@ type Op struct {
 	Shards [][]byte
 	// Scratch is a second scratch slice of the same length.
 	Scratch [][]byte
+
+	gathered    []*gather // writes a coalescing leader performs
+	gatherOrder []int
 }
 
 // Geometry returns the geometry of the array.

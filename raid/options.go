@@ -37,6 +37,9 @@ type Options struct {
 	// IOWorkers is the number of goroutines issuing member I/O. 0 means
 	// 16 per member, at most 256.
 	IOWorkers int
+	// NoCoalesce disables gathering concurrent partial-stripe writes to the
+	// same RAID5 stripe into one write (see coalesce.go).
+	NoCoalesce bool
 	// NoResync skips the background resync after an unclean shutdown (tests).
 	NoResync bool
 	// OnEvent, if set, receives every state transition (member failed,

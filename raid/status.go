@@ -66,6 +66,8 @@ type Stats struct {
 	ClientBytesZeroed    int64 `json:"client_bytes_zeroed"` // discard and write-zeroes
 	MemberBytesWritten   int64 `json:"member_bytes_written"`
 	MemberBytesDiscarded int64 `json:"member_bytes_discarded"`
+	// CoalescedWrites counts client writes merged into another's stripe write.
+	CoalescedWrites int64 `json:"coalesced_writes"`
 	// WriteAmplification is member bytes written / client bytes written.
 	WriteAmplification float64 `json:"write_amplification"`
 }
@@ -158,6 +160,7 @@ func (a *Array) Status() Status {
 		ClientBytesZeroed:    a.stats.clientZeroed.Load(),
 		MemberBytesWritten:   a.stats.memberWritten.Load(),
 		MemberBytesDiscarded: a.stats.memberDiscarded.Load(),
+		CoalescedWrites:      a.stats.coalesced.Load(),
 	}
 	if st.Stats.ClientBytesWritten > 0 {
 		st.Stats.WriteAmplification = float64(st.Stats.MemberBytesWritten) / float64(st.Stats.ClientBytesWritten)

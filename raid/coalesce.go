@@ -1,0 +1,159 @@
+package raid
+
+import (
+	"slices"
+	"sync"
+)
+
+// Write coalescing for parity RAID. A partial-stripe write costs reads and
+// a parity update; several partial writes to the same stripe cost that once
+// each. Writes to one stripe that wait for its lock at the same time are
+// therefore gathered: each enqueues itself before taking the lock, and the
+// writer that gets the lock performs every queued write of that stripe,
+// merging contiguous ones into one write (which, when they fill the stripe,
+// becomes a full-stripe write with no reads at all). The others then find
+// their write done when they get the lock, and return its result. No write
+// waits longer than it would have without coalescing, nothing is delayed
+// on purpose, and every write is acknowledged only after its data (and, for
+// FUA, its durability) is where a lone write's would be.
+
+// gather is one write waiting for a stripe lock.
+type gather struct {
+	p      []byte
+	off    int64
+	stripe int64
+	fua    bool
+	done   bool // set by the leader, under the stripe lock
+	err    error
+}
+
+const gatherSlots = 1024
+
+type gatherQueue struct {
+	mu sync.Mutex
+	q  []*gather
+}
+
+var gatherPool = sync.Pool{New: func() any { return new(gather) }}
+
+// coalescable reports whether a write of n bytes at off may be gathered.
+func (a *Array) coalescable(off, n int64, first, last int64) bool {
+	return a.coalesce && first == last && n < a.geo.StripeWidth()
+}
+
+// writeGathered performs a partial-stripe write through the gather queue.
+// The caller has done the dirty and bitmap marking; it holds no lock.
+func (a *Array) writeGathered(p []byte, off int64, stripe int64, fua bool) error {
+	g := gatherPool.Get().(*gather)
+	*g = gather{p: p, off: off, stripe: stripe, fua: fua}
+	q := &a.gq[stripe%gatherSlots]
+	q.mu.Lock()
+	q.q = append(q.q, g)
+	q.mu.Unlock()
+
+	a.locks.Lock(stripe, stripe)
+	defer a.locks.Unlock(stripe, stripe)
+	if !g.done {
+		a.lead(q, stripe)
+	}
+	err := g.err
+	*g = gather{}
+	gatherPool.Put(g)
+	return err
+}
+
+// lead takes every queued write of stripe and performs them. The caller
+// holds the stripe lock.
+func (a *Array) lead(q *gatherQueue, stripe int64) {
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked = true
+	batch := op.gathered[:0]
+	q.mu.Lock()
+	kept := q.q[:0]
+	for _, g := range q.q {
+		if g.stripe == stripe {
+			batch = append(batch, g)
+		} else {
+			kept = append(kept, g)
+		}
+	}
+	clear(q.q[len(kept):])
+	q.q = kept
+	q.mu.Unlock()
+	op.gathered = batch
+
+	var err error
+	fua := false
+	if op.v.failed {
+		err = ErrFailed
+	} else {
+		err = a.writeBatch(op, batch)
+		for _, g := range batch {
+			fua = fua || g.fua
+		}
+	}
+	if err == nil && fua {
+		a.syncTouched(op)
+	}
+	err = a.finishWrite(op, err)
+	for _, g := range batch {
+		g.done, g.err = true, err
+	}
+	clear(op.gathered)
+	op.gathered = op.gathered[:0]
+}
+
+// writeBatch writes a stripe's gathered writes: contiguous or overlapping
+// ones are merged (later arrivals win where they overlap), the rest are
+// written one by one.
+func (a *Array) writeBatch(op *Op, batch []*gather) error {
+	if len(batch) == 1 {
+		return a.layout.WriteAt(op, batch[0].p, batch[0].off)
+	}
+	order := op.gatherOrder[:0]
+	for i := range batch {
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		switch {
+		case batch[x].off < batch[y].off:
+			return -1
+		case batch[x].off > batch[y].off:
+			return 1
+		}
+		return 0
+	})
+	op.gatherOrder = order
+	for i := 0; i < len(order); {
+		lo := batch[order[i]].off
+		hi := lo + int64(len(batch[order[i]].p))
+		j := i + 1
+		for j < len(order) && batch[order[j]].off <= hi {
+			hi = max(hi, batch[order[j]].off+int64(len(batch[order[j]].p)))
+			j++
+		}
+		if j == i+1 {
+			if err := a.layout.WriteAt(op, batch[order[i]].p, lo); err != nil {
+				return err
+			}
+		} else {
+			buf := a.widthPool.Get().(*[]byte)
+			run := (*buf)[:hi-lo]
+			// Copy in arrival order so that later writes win overlaps.
+			for _, g := range batch {
+				if g.off >= lo && g.off < hi {
+					copy(run[g.off-lo:], g.p)
+				}
+			}
+			a.stats.coalesced.Add(int64(j - i - 1))
+			err := a.layout.WriteAt(op, run, lo)
+			a.widthPool.Put(buf)
+			if err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}

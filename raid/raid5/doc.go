@@ -1,0 +1,39 @@
+// Package raid5 registers the RAID5 personality: N ≥ 3 members, one chunk
+// of parity per row, rotating in md's default left-symmetric layout, so the
+// array survives the loss of any one member.
+//
+// Parity is plain XOR, computed by klauspost/reedsolomon with
+// WithFastOneParityMatrix (without that option the library's single parity
+// is not XOR and not md-compatible) and WithMaxGoroutines(1): raidd gets its
+// parallelism from many stripes in flight, and splitting one stripe's shards
+// over goroutines was measured slower.
+//
+// # Writes
+//
+// A write is split by row. For each row the layout picks, from the member
+// states and what the write covers, the plan that needs the fewest member
+// reads:
+//
+//   - full stripe: every data chunk is replaced, parity is computed from the
+//     new data, and nothing is read;
+//   - reconstruct-write (RCW): read the parts of the untouched data chunks
+//     that share the written range, compute parity from scratch;
+//   - read-modify-write (RMW): read the old data being replaced and the old
+//     parity, and apply the delta (P ^= old ^ new).
+//
+// In a degraded row the plan is forced: with the parity member gone, data is
+// written without parity; with a data member gone that the write does not
+// touch, RMW (which never needs it); with a data member gone that the write
+// touches, RCW that first reconstructs the missing chunk's old contents from
+// parity, so the survivors' parity describes the new data. Reads happen
+// before any write of the row, so a member that fails during the reads only
+// changes the plan; a member that fails during the writes leaves the row
+// consistent in the degraded sense (parity was computed with the new data).
+//
+// # Discards
+//
+// Whole rows are discarded on every member, parity included: XOR of zeroes
+// is zero, so the row stays consistent. Partial rows are written as zeroes
+// through the normal plans; the array turns aligned all-zero member writes,
+// parity included, into holes.
+package raid5

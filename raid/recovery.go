@@ -145,6 +145,9 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 					}
 					return
 				}
+				if errors.Is(err, ErrClosed) {
+					return // the array is closing: the checkpoint below records where we were
+				}
 				if err != nil {
 					failMu.Lock()
 					failure = err.Error()

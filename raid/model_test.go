@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -81,7 +82,20 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) 
 	for k := 0; k < n; k++ {
 		m.inArray[k] = true
 	}
-	defer func() { m.waitRecovery(-1); checkAndClose(t, m.a) }()
+	defer func() {
+		m.waitRecovery(-1)
+		st := m.a.Status()
+		checkAndClose(t, m.a)
+		// An orderly close leaves every member in use marked clean.
+		for _, d := range st.Devices {
+			if k := m.rigIndex(d.Path); k >= 0 && d.State == "active" && !m.failing[k] {
+				sb, err := superblock.Read(m.r.mem[k])
+				if assert.NoError(t, err, "superblock of %s", d.Path) {
+					assert.Equal(t, superblock.StateClean, sb.State, "%s after close", d.Path)
+				}
+			}
+		}
+	}()
 	for i := 0; i < *modelOps; i++ {
 		m.step(i)
 		if t.Failed() {

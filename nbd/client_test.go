@@ -256,6 +256,8 @@ type reply struct {
 	message     string
 	dataCovered int // bytes covered by OFFSET_DATA chunks
 	simple      bool
+	metaID      uint32   // from a BLOCK_STATUS chunk
+	extents     []extent // from a BLOCK_STATUS chunk
 }
 
 // readReply reads one complete reply (all chunks of one handle; the test
@@ -313,6 +315,17 @@ func (cl *client) readReply() reply {
 				require.LessOrEqual(t, off+uint64(len(d)), p.offset+uint64(p.length))
 				copy(r.data[off-p.offset:], d)
 				r.dataCovered += len(d)
+			case replyTypeBlockStatus:
+				require.Equal(t, cmdBlockStatus, p.typ, "BLOCK_STATUS chunk for another command")
+				require.Nil(t, r.extents, "more than one BLOCK_STATUS chunk for one context")
+				require.GreaterOrEqual(t, int(length), 12)
+				require.Zero(t, (length-4)%8, "BLOCK_STATUS payload is not 4 + 8k bytes")
+				r.metaID = binary.BigEndian.Uint32(payload)
+				for d := payload[4:]; len(d) > 0; d = d[8:] {
+					e := extent{length: binary.BigEndian.Uint32(d), flags: binary.BigEndian.Uint32(d[4:])}
+					require.NotZero(t, e.length, "zero-length extent")
+					r.extents = append(r.extents, e)
+				}
 			case replyTypeError, replyTypeErrorOffset:
 				require.GreaterOrEqual(t, len(payload), 6)
 				r.errno = binary.BigEndian.Uint32(payload)
@@ -334,6 +347,9 @@ func (cl *client) readReply() reply {
 				cl.dropPending(h)
 				if r.errno == 0 && p.typ == cmdRead {
 					require.Equal(t, int(p.length), r.dataCovered, "successful read did not cover the request")
+				}
+				if r.errno == 0 && p.typ == cmdBlockStatus {
+					require.NotEmpty(t, r.extents, "successful BLOCK_STATUS without extents")
 				}
 				return r
 			}

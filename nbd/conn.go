@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -39,6 +40,8 @@ type conn struct {
 	// Negotiated state, fixed once transmission starts.
 	noZeroes   bool
 	structured bool
+	meta       metaSelection // last NBD_OPT_SET_META_CONTEXT
+	metaID     uint32        // base:allocation context ID in transmission; 0: none
 	exp        *export
 	pol        policy
 
@@ -107,7 +110,8 @@ func (c *conn) serve() {
 func (c *conn) transmit(e *export, info exportInfo) {
 	s := c.s
 	c.exp = e
-	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock}
+	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock,
+		blockStatus: c.metaID != 0}
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.work = make(chan *request, s.opts.Workers)
 	for range s.opts.Workers {
@@ -230,6 +234,9 @@ func (c *conn) execute(r *request) {
 	switch h.typ {
 	case cmdRead:
 		c.executeRead(r)
+		return
+	case cmdBlockStatus:
+		c.executeBlockStatus(h)
 		return
 	case cmdWrite:
 		if n > 0 {
@@ -373,6 +380,118 @@ func (c *conn) executeRead(r *request) {
 	c.replyReadError(h, buf[:n], errno)
 }
 
+// Limits of one BLOCK_STATUS reply. The spec lets the server describe less
+// than the requested range (at least one extent), and clients continue from
+// the first byte not described.
+const (
+	maxStatusExtents = 1024                 // descriptors per reply
+	maxStatusCalls   = 4 * maxStatusExtents // BlockStatus calls per request
+)
+
+// extent is one block status descriptor of the base:allocation context.
+type extent struct {
+	length uint32
+	flags  uint32 // 0 (data) or stateHole|stateZero
+}
+
+// executeBlockStatus answers a validated BLOCK_STATUS request (a context was
+// selected, so structured replies are in use). Every device call completes
+// before the reply is written, so a device error is always an error reply.
+func (c *conn) executeBlockStatus(h *requestHeader) {
+	ext, err := blockExtents(c.exp.statuser, int64(h.offset), int64(h.length),
+		int64(c.exp.minBlock), h.flags&cmdFlagReqOne != 0)
+	if err != nil {
+		c.replyDeviceError(h, err)
+		return
+	}
+	c.replyBlockStatus(h, ext)
+}
+
+// blockExtents describes [off, off+n) (n > 0; off and n multiples of minB, a
+// power of two; the range inside the export) with base:allocation extents by
+// calling d.BlockStatus from off onwards:
+//
+//   - Consecutive runs with the same state are merged, so descriptors
+//     alternate between data and holes.
+//   - Every length is a multiple of minB: a run ending inside a minimum
+//     block is cut back to the block boundary, or, if it is shorter than
+//     one block, that whole block gets the state all its runs share (a
+//     hole only if every byte of it is one; data otherwise).
+//   - The extents never extend past off+n (the spec would allow the last
+//     one to, but REQ_ONE forbids it and nothing is gained), so they sum to
+//     at most n < 2^32 and every length fits in 32 bits.
+//   - With reqOne there is exactly one extent; otherwise at most
+//     maxStatusExtents. The device is called at most maxStatusCalls times;
+//     when a limit is reached the reply describes a prefix of the range
+//     (never less than one extent), which the spec allows.
+//
+// A device ENOTSUP means "unknown": the rest of the range is reported as
+// data (status 0 is always truthful). Any other error is returned, as is a
+// device answer of a non-positive length.
+func blockExtents(d BlockStatuser, off, n, minB int64, reqOne bool) ([]extent, error) {
+	maxExt := maxStatusExtents
+	if reqOne {
+		maxExt = 1
+	}
+	calls := 0
+	// status returns the length (1 <= l <= end-at) and flags of the run at at.
+	status := func(at, end int64) (int64, uint32, error) {
+		calls++
+		l, zero, err := d.BlockStatus(at, end-at)
+		switch {
+		case isNotSupported(err):
+			return end - at, 0, nil
+		case err != nil:
+			return 0, 0, err
+		case l <= 0:
+			return 0, 0, fmt.Errorf("nbd: BlockStatus(%d, %d) returned length %d", at, end-at, l)
+		}
+		var flags uint32
+		if zero {
+			flags = stateHole | stateZero
+		}
+		return min(l, end-at), flags, nil
+	}
+	var out []extent
+	for cur, end := off, off+n; cur < end && calls < maxStatusCalls; {
+		l, flags, err := status(cur, end)
+		if err != nil {
+			return nil, err
+		}
+		if r := l % minB; r != 0 {
+			if l > minB {
+				l -= r // the rest is looked at again in the next round
+			} else {
+				// The run ends inside the block [cur, cur+minB) (cur is
+				// aligned, and end too, so the block is inside the range).
+				blockEnd := cur + minB
+				for p := cur + l; p < blockEnd && flags != 0; {
+					if calls >= maxStatusCalls {
+						flags = 0 // undetermined: data is always truthful
+						break
+					}
+					l2, f2, err := status(p, blockEnd)
+					if err != nil {
+						return nil, err
+					}
+					flags &= f2
+					p += l2
+				}
+				l = minB
+			}
+		}
+		if k := len(out); k > 0 && out[k-1].flags == flags {
+			out[k-1].length += uint32(l)
+		} else if k == maxExt {
+			break
+		} else {
+			out = append(out, extent{length: uint32(l), flags: flags})
+		}
+		cur += l
+	}
+	return out, nil
+}
+
 // ---- reply writing ----
 
 func (c *conn) lockWriter() {
@@ -495,6 +614,25 @@ func (c *conn) replyRead(h *requestHeader, data []byte) {
 			c.write(binary.BigEndian.AppendUint64(b, h.offset))
 		}
 		c.write(data)
+	}
+	c.unlockWriter()
+}
+
+// replyBlockStatus sends the successful reply to a BLOCK_STATUS request: one
+// NBD_REPLY_TYPE_BLOCK_STATUS chunk (DONE) for the base:allocation context,
+// carrying the context ID and the extents.
+func (c *conn) replyBlockStatus(h *requestHeader, ext []extent) {
+	p := make([]byte, 0, 4+8*len(ext))
+	p = binary.BigEndian.AppendUint32(p, c.metaID)
+	for _, e := range ext {
+		p = binary.BigEndian.AppendUint32(p, e.length)
+		p = binary.BigEndian.AppendUint32(p, e.flags)
+	}
+	c.lockWriter()
+	if c.werr == nil {
+		b := c.scratch(structuredHeaderLen)
+		c.write(appendChunk(b, replyFlagDone, replyTypeBlockStatus, h.handle, uint32(len(p))))
+		c.write(p)
 	}
 	c.unlockWriter()
 }

@@ -89,6 +89,23 @@ type BlockSizer interface {
 	BlockSizes() (min, preferred, max uint32)
 }
 
+// BlockStatuser reports allocation: the length of the run of bytes starting
+// at off (at most n, at least 1 byte when n > 0) that share one state, and
+// whether that run is a hole that reads as zeroes.
+//
+// Its presence makes the server offer the base:allocation metadata context
+// (NBD_OPT_LIST/SET_META_CONTEXT) and serve NBD_CMD_BLOCK_STATUS; zero runs
+// are reported as NBD_STATE_HOLE|NBD_STATE_ZERO, other runs as 0 (data),
+// which is always safe. zero must only be true for bytes that read as
+// zeroes. The server calls BlockStatus with n > 0 and [off, off+n) inside
+// [0, Size()), concurrently with each other and with ReadAt and WriteAt. A
+// length above n is treated as n, a length below 1 with a nil error as a
+// device error. An ENOTSUP/EOPNOTSUPP error means "cannot tell": the rest
+// of the range is reported as data. Any other error fails the request.
+type BlockStatuser interface {
+	BlockStatus(off, n int64) (length int64, zero bool, err error)
+}
+
 // MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a
 // FLUSH or FUA completed on one connection makes every write completed on any
 // connection durable, and every connection sees the same data.
@@ -113,6 +130,7 @@ type caps struct {
 	fastZeroer FastZeroer
 	cacher     Cacher
 	multiConn  MultiConner
+	statuser   BlockStatuser
 }
 
 func discoverCaps(d Device) caps {
@@ -128,6 +146,7 @@ func discoverCaps(d Device) caps {
 	}
 	c.cacher, _ = d.(Cacher)
 	c.multiConn, _ = d.(MultiConner)
+	c.statuser, _ = d.(BlockStatuser)
 	return c
 }
 

@@ -52,9 +52,10 @@
 //   - NBD_OPT_LIST (one NBD_REP_SERVER per export, the description as its
 //     human-readable detail), NBD_OPT_ABORT (ACK, then close),
 //     NBD_OPT_STRUCTURED_REPLY.
-//   - Everything else, including STARTTLS (the server runs in NOTLS mode) and
-//     SET/LIST_META_CONTEXT (BLOCK_STATUS is not implemented), gets
-//     NBD_REP_ERR_UNSUP after its data is skipped exactly.
+//   - NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT, with the
+//     base:allocation context; see "Block status" below.
+//   - Everything else, including STARTTLS (the server runs in NOTLS mode),
+//     gets NBD_REP_ERR_UNSUP after its data is skipped exactly.
 //   - Option data above 64 KiB is never read: the server replies
 //     NBD_REP_ERR_TOO_BIG (except for EXPORT_NAME, which has no error path) and
 //     disconnects.
@@ -75,7 +76,9 @@
 //	SEND_DF            when structured replies were negotiated: every READ reply
 //	                   carries at most one content chunk, so DF holds trivially
 //
-// BLOCK_STATUS, RESIZE and ROTATIONAL are not advertised. NBD_INFO_BLOCK_SIZE
+// RESIZE and ROTATIONAL are not advertised. BLOCK_STATUS has no transmission
+// flag: it is negotiated with NBD_OPT_SET_META_CONTEXT, and only offered for
+// a BlockStatuser (see "Block status"). NBD_INFO_BLOCK_SIZE
 // announces the device's BlockSizer values (default 1, 4096, 32 MiB) after
 // normalization: the maximum is capped by Options.MaxPayload and rounded down
 // to a multiple of the minimum, and the preferred size, which the protocol
@@ -88,27 +91,34 @@
 // Each request is validated once, by the reader, in this order (the first
 // failure wins):
 //
-//  1. unknown command or BLOCK_STATUS: EINVAL (only WRITE carries a payload;
-//     every other command, known or not, is treated as payload-free)
+//  1. unknown command, or BLOCK_STATUS without a selected base:allocation
+//     context: EINVAL (only WRITE carries a payload; every other command,
+//     known or not, is treated as payload-free)
 //  2. a command flag not valid for the command, or not negotiated (FUA without
 //     SEND_FUA, DF without structured replies, FAST_ZERO without
-//     SEND_FAST_ZERO, NO_HOLE outside WRITE_ZEROES, ...): EINVAL
+//     SEND_FAST_ZERO, NO_HOLE outside WRITE_ZEROES, REQ_ONE outside
+//     BLOCK_STATUS, ...): EINVAL
 //  3. WRITE, TRIM or WRITE_ZEROES on a read-only export: EPERM
 //  4. FLUSH, TRIM or WRITE_ZEROES not advertised: EINVAL; FLUSH with a
 //     nonzero offset or length: EINVAL
 //  5. range outside the export, including offsets >= 2^63 and offset+length
 //     wrapping past 2^64 (offsets are handled as uint64 and never converted
 //     before this check): ENOSPC for WRITE and WRITE_ZEROES, EINVAL for READ,
-//     TRIM and CACHE
+//     TRIM, CACHE and BLOCK_STATUS
 //  6. offset or length not a multiple of the minimum block size: EINVAL
-//  7. READ or WRITE longer than the maximum block size: EINVAL. The spec
-//     says to "report an NBD_EINVAL error if the client's request ... is
-//     larger than the advertised maximum block size" and that a server
-//     "SHOULD NOT return NBD_EOVERFLOW except" for DF reads, so EINVAL it is.
+//  7. BLOCK_STATUS with length 0: EINVAL (the spec leaves it unspecified, and
+//     no reply could describe it: extents are nonzero and, with REQ_ONE, no
+//     longer than the request)
+//  8. READ or WRITE longer than the maximum block size: EOVERFLOW. The spec
+//     suggests EINVAL here and reserves EOVERFLOW for DF reads; raidd's
+//     users asked for EOVERFLOW so that "too big" is told apart from
+//     "malformed". The payload is consumed either way and the connection
+//     stays usable.
 //
 // Zero-length READ, WRITE, TRIM, WRITE_ZEROES and CACHE requests inside the
 // export (offset <= size) succeed without reaching the device; the spec
-// leaves them unspecified but forbids disconnecting. After shutdown has
+// leaves them unspecified but forbids disconnecting. BLOCK_STATUS has no
+// maximum length (the spec limits only READ, WRITE, CACHE and WRITE_ZEROES). After shutdown has
 // begun, every request read gets ESHUTDOWN.
 //
 // Device errors are classified with errors.As(err, &syscall.Errno):
@@ -131,8 +141,53 @@
 // With structured replies, errors are sent as NBD_REPLY_TYPE_ERROR chunks
 // with a short message; a READ that fails after the device returned n good
 // bytes sends those bytes as an OFFSET_DATA chunk followed by an ERROR_OFFSET
-// chunk at offset+n. Successful non-READ replies are simple replies, which
-// the spec allows. Every error leaves the connection usable.
+// chunk at offset+n. Successful replies to commands other than READ and
+// BLOCK_STATUS are simple replies, which the spec allows. Every error leaves
+// the connection usable.
+//
+// # Block status
+//
+// An export whose Device implements BlockStatuser offers the base:allocation
+// metadata context; no other context exists.
+//
+//   - NBD_OPT_LIST_META_CONTEXT (allowed with or without structured replies)
+//     lists base:allocation, with context ID 0, when the export offers it and
+//     there are no queries, or a query is "base:" (the namespace wildcard) or
+//     "base:allocation". Other queries (unknown namespaces, unknown base:
+//     leaves, strings without a colon) match nothing and are not errors. An
+//     export without the capability lists nothing; the reply is just ACK.
+//   - NBD_OPT_SET_META_CONTEXT requires structured replies first
+//     (NBD_REP_ERR_INVALID otherwise, as the spec says). It selects
+//     base:allocation only when a query is exactly "base:allocation" and the
+//     export offers it, answering NBD_REP_META_CONTEXT with context ID 1
+//     (the same on every connection), then ACK. "base:", unknown contexts
+//     and zero queries select nothing (just ACK). Every SET replaces the
+//     previous selection, even when it fails.
+//   - Both parse the data strictly: name length, name, query count, and each
+//     query's length and string must fit the option length exactly;
+//     otherwise NBD_REP_ERR_INVALID. An unknown export gets
+//     NBD_REP_ERR_UNKNOWN. Negotiation continues after either.
+//   - The selection belongs to the export named in the last SET (an empty
+//     name meaning the default export, as elsewhere). NBD_OPT_GO or
+//     NBD_OPT_EXPORT_NAME for any other export enters transmission with no
+//     context, and BLOCK_STATUS then gets EINVAL.
+//
+// A valid NBD_CMD_BLOCK_STATUS (REQ_ONE and, if negotiated, FUA are the
+// flags allowed) is answered with one NBD_REPLY_TYPE_BLOCK_STATUS chunk
+// marked DONE: the context ID, then descriptors built by calling
+// BlockStatus from the request offset on. Holes are reported as
+// NBD_STATE_HOLE|NBD_STATE_ZERO, data as 0. Consecutive runs in the same
+// state are merged; every length is a multiple of the minimum block size (a
+// minimum block is a hole only if all its bytes are); the extents never go
+// past the requested range (the spec would allow the last one to), so every
+// length fits in 32 bits. With REQ_ONE there is exactly one extent, no
+// longer than the request. Otherwise at most 1024 extents and 4096 device
+// calls are spent per request; the reply may then describe only a prefix,
+// which the spec allows (at least one extent is always sent). All device
+// calls finish before the reply is written: a device error becomes an
+// error chunk (EIO for an unclassified error, see above), and an
+// ENOTSUP/EOPNOTSUPP from BlockStatus reports the rest of the range as
+// data, which is always truthful.
 //
 // # Durability: FLUSH, FUA and CAN_MULTI_CONN
 //

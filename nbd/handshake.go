@@ -150,7 +150,7 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			if !c.send(b[:n]) {
 				return nil, info, false
 			}
-			return e, info, c.enterTransmission()
+			return e, info, c.enterTransmission(e)
 
 		case optAbort:
 			aborted = true
@@ -199,8 +199,33 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 				if !c.flush() {
 					return nil, info, false
 				}
-				return e, info, c.enterTransmission()
+				return e, info, c.enterTransmission(e)
 			}
+
+		case optListMetaContext, optSetMetaContext:
+			if opt == optSetMetaContext {
+				// SET replaces the selection, even when it fails.
+				c.meta = metaSelection{}
+			}
+			data, ok := c.readOpt(length)
+			if !ok {
+				return nil, info, false
+			}
+			if opt == optSetMetaContext && !c.structured {
+				c.optReply(opt, repErrInvalid, []byte("NBD_OPT_SET_META_CONTEXT requires structured replies"))
+				break
+			}
+			req, valid := parseMetaRequest(data)
+			if !valid {
+				c.optReply(opt, repErrInvalid, []byte("malformed NBD_OPT_LIST/SET_META_CONTEXT data"))
+				break
+			}
+			e := s.lookup(req.name)
+			if e == nil {
+				c.optReply(opt, repErrUnknown, []byte("unknown export"))
+				break
+			}
+			c.metaContexts(opt, e, req)
 
 		case optStructuredReply:
 			if length != 0 {
@@ -214,8 +239,8 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			c.optReply(opt, repAck, nil)
 
 		default:
-			// Includes STARTTLS (NOTLS mode), LIST/SET_META_CONTEXT and
-			// anything unknown: skip exactly the data and keep going.
+			// Includes STARTTLS (NOTLS mode) and anything unknown: skip
+			// exactly the data and keep going.
 			if !c.skip(length) {
 				return nil, info, false
 			}
@@ -227,9 +252,15 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 	}
 }
 
-// enterTransmission clears the handshake deadline. If shutdown began
-// meanwhile, the read deadline is set again so the reader stops at once.
-func (c *conn) enterTransmission() bool {
+// enterTransmission records the metadata context in effect for export e and
+// clears the handshake deadline. If shutdown began meanwhile, the read
+// deadline is set again so the reader stops at once.
+func (c *conn) enterTransmission(e *export) bool {
+	// Contexts belong to the export named in the last SET_META_CONTEXT;
+	// entering another export leaves none selected.
+	if c.structured && c.meta.allocation && c.meta.exp == e {
+		c.metaID = metaIDBaseAllocation
+	}
 	_ = c.nc.SetDeadline(time.Time{})
 	if c.s.shutting.Load() {
 		c.interrupt()
@@ -256,6 +287,96 @@ func parseInfoRequest(data []byte) (name []byte, reqs []byte, ok bool) {
 		return nil, nil, false
 	}
 	return name, reqs, true
+}
+
+// metaSelection is the result of the last NBD_OPT_SET_META_CONTEXT: the
+// export it named and whether base:allocation was selected for it.
+type metaSelection struct {
+	exp        *export
+	allocation bool
+}
+
+// metaRequest is decoded NBD_OPT_LIST/SET_META_CONTEXT data.
+type metaRequest struct {
+	name    []byte
+	count   uint32
+	queries []byte // count queries, each a 32-bit length and the string; validated
+}
+
+// parseMetaRequest decodes NBD_OPT_LIST/SET_META_CONTEXT data: a 32-bit
+// export name length, the name, a 32-bit query count, and that many queries,
+// each a 32-bit length and the query string. Every length is checked against
+// the data actually present, and the data must end exactly after the last
+// query. Nothing is allocated, whatever the count claims.
+func parseMetaRequest(data []byte) (r metaRequest, ok bool) {
+	if len(data) < 8 {
+		return r, false
+	}
+	nameLen := uint64(binary.BigEndian.Uint32(data))
+	if nameLen > uint64(len(data)-8) {
+		return r, false
+	}
+	r.name = data[4 : 4+nameLen]
+	rest := data[4+nameLen:]
+	r.count = binary.BigEndian.Uint32(rest)
+	r.queries = rest[4:]
+	p := r.queries
+	for range r.count { // each query consumes >= 4 bytes, so this ends soon
+		if len(p) < 4 {
+			return r, false
+		}
+		ql := uint64(binary.BigEndian.Uint32(p))
+		if ql > uint64(len(p)-4) {
+			return r, false
+		}
+		p = p[4+ql:]
+	}
+	return r, len(p) == 0
+}
+
+// each calls fn for every query of a validated request.
+func (r metaRequest) each(fn func(q []byte)) {
+	p := r.queries
+	for range r.count {
+		ql := binary.BigEndian.Uint32(p)
+		fn(p[4 : 4+ql])
+		p = p[4+ql:]
+	}
+}
+
+// metaContexts answers NBD_OPT_LIST_META_CONTEXT or NBD_OPT_SET_META_CONTEXT
+// for export e with a valid request: one NBD_REP_META_CONTEXT for
+// base:allocation if it is offered for e and matched, then NBD_REP_ACK.
+// base:allocation is offered only when the device is a BlockStatuser. LIST
+// matches it with no queries at all, with "base:" (the namespace wildcard) or
+// with its name; SET selects it only by name, and SET with no queries
+// selects nothing. Any other query, including unknown namespaces and
+// strings without a colon, matches nothing and is not an error. LIST
+// replies carry context ID 0 as the spec asks; SET replies carry the ID
+// BLOCK_STATUS replies will use.
+func (c *conn) metaContexts(opt uint32, e *export, r metaRequest) {
+	list := opt == optListMetaContext
+	found := false
+	if e.statuser != nil {
+		if list && r.count == 0 {
+			found = true
+		}
+		r.each(func(q []byte) {
+			if string(q) == metaBaseAllocation || list && string(q) == metaBaseNamespace {
+				found = true
+			}
+		})
+	}
+	if found {
+		var id uint32
+		if !list {
+			id = metaIDBaseAllocation
+			c.meta = metaSelection{exp: e, allocation: true}
+		}
+		p := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(metaBaseAllocation)), id)
+		c.optReply(opt, repMetaContext, append(p, metaBaseAllocation...))
+	}
+	c.optReply(opt, repAck, nil)
 }
 
 // sendInfo sends the NBD_REP_INFO replies for e: NBD_INFO_EXPORT and

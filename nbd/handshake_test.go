@@ -149,8 +149,6 @@ func TestHandshakeUnsupportedOptionsThenContinue(t *testing.T) {
 		{"unknown-empty", 12345, nil},
 		{"starttls", optStartTLS, nil},
 		{"peek-export", optPeekExport, nil},
-		{"list-meta-context", optListMetaContext, []byte{0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 0, 0, 0}},
-		{"set-meta-context", optSetMetaContext, []byte{0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl.t = t
@@ -170,6 +168,8 @@ func TestHandshakeUnsupportedOptionsThenContinue(t *testing.T) {
 		{"info-short", optInfo, []byte{0, 0}},
 		{"info-name-too-long", optInfo, []byte{0, 0, 1, 0, 0, 0}},
 		{"info-count-mismatch", optGo, append(infoData("disk"), 0, 3)},
+		{"list-meta-context-short", optListMetaContext, []byte{0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 0}},
+		{"set-meta-context-unstructured", optSetMetaContext, metaData("disk", metaBaseAllocation)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl.t = t

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// memDev is an in-memory Device implementing every optional interface. It
+// memDev is an in-memory Device implementing every optional interface but
+// BlockStatuser (statusDev in blockstatus_test.go adds that). It
 // counts calls so tests can check what the server did.
 type memDev struct {
 	mu   sync.RWMutex

@@ -119,6 +119,17 @@ const (
 	replyTypeErrorOffset uint16 = 1<<15 + 2
 )
 
+// Metadata contexts. base:allocation is the only one served; its ID is the
+// same on every connection (IDs are opaque to clients).
+const (
+	metaBaseAllocation          = "base:allocation"
+	metaBaseNamespace           = "base:"
+	metaIDBaseAllocation uint32 = 1
+
+	stateHole uint32 = 1 << 0 // NBD_STATE_HOLE
+	stateZero uint32 = 1 << 1 // NBD_STATE_ZERO
+)
+
 // Protocol error values (NBD_E*). They are fixed by the protocol and are
 // independent of the host's errno numbering.
 const (

@@ -33,10 +33,11 @@ func parseRequestHeader(b []byte) (h requestHeader, ok bool) {
 // export size and transmission flags sent to the client, and the block size
 // constraints it enforces. It is immutable once transmission starts.
 type policy struct {
-	size     uint64 // export size, < 2^63
-	tflags   uint16 // transmission flags as advertised
-	minBlock uint32 // power of two; 1 means no alignment requirement
-	maxLen   uint32 // largest READ/WRITE length
+	size        uint64 // export size, < 2^63
+	tflags      uint16 // transmission flags as advertised
+	minBlock    uint32 // power of two; 1 means no alignment requirement
+	maxLen      uint32 // largest READ/WRITE length
+	blockStatus bool   // base:allocation was selected for this export
 }
 
 func (p *policy) has(f uint16) bool { return p.tflags&f != 0 }
@@ -57,6 +58,8 @@ func (p *policy) allowedFlags(typ uint16) uint16 {
 		if p.has(tflagSendFastZero) {
 			f |= cmdFlagFastZero
 		}
+	case cmdBlockStatus:
+		f |= cmdFlagReqOne
 	}
 	return f
 }
@@ -77,6 +80,7 @@ const (
 	reasonOutOfRange     = "request extends beyond the end of the export"
 	reasonMisaligned     = "request not aligned to the minimum block size"
 	reasonTooLarge       = "request length exceeds the maximum block size"
+	reasonZeroStatus     = "BLOCK_STATUS length must not be zero"
 	reasonShutdown       = "server is shutting down"
 	reasonNoFastZero     = "fast zeroing is not possible now"
 	reasonDeviceError    = "device error"
@@ -86,28 +90,33 @@ const (
 // or the protocol error to reply with, plus a reason for humans. It is pure
 // and never panics. Checks run in this order, the first failure wins:
 //
-//  1. unknown command, BLOCK_STATUS          -> EINVAL
+//  1. unknown command, or BLOCK_STATUS without
+//     a selected metadata context            -> EINVAL
 //  2. flag not valid for the command         -> EINVAL
 //  3. write-type command on read-only export -> EPERM
 //  4. command not advertised (FLUSH, TRIM,
 //     WRITE_ZEROES)                          -> EINVAL
 //  5. FLUSH with nonzero offset or length    -> EINVAL
 //  6. range not inside the export (offset >= 2^63 and wrap-around included):
-//     WRITE, WRITE_ZEROES -> ENOSPC; READ, TRIM, CACHE -> EINVAL
+//     WRITE, WRITE_ZEROES -> ENOSPC; READ, TRIM, CACHE, BLOCK_STATUS -> EINVAL
 //  7. offset or length not a multiple of the minimum block size -> EINVAL
-//  8. READ or WRITE length above the maximum block size          -> EOVERFLOW
+//  8. BLOCK_STATUS with length 0 (no extent could describe it)   -> EINVAL
+//  9. READ or WRITE length above the maximum block size          -> EOVERFLOW
 //     (the spec suggests EINVAL; raidd answers EOVERFLOW, as its users asked,
 //     so a client can tell "too big" from "malformed". Either way the
 //     payload is consumed and the connection stays usable.)
 //
 // Zero-length READ, WRITE, TRIM, WRITE_ZEROES and CACHE requests whose offset
 // is within [0, size] are valid; they are answered with success without
-// calling the device.
+// calling the device. BLOCK_STATUS has no maximum length (the spec limits
+// only READ, WRITE, CACHE and WRITE_ZEROES).
 func (p *policy) validate(h *requestHeader) (errno uint32, reason string) {
 	switch h.typ {
 	case cmdRead, cmdWrite, cmdFlush, cmdTrim, cmdCache, cmdWriteZeroes:
 	case cmdBlockStatus:
-		return errnoInval, reasonBlockStatus
+		if !p.blockStatus {
+			return errnoInval, reasonBlockStatus
+		}
 	default:
 		return errnoInval, reasonUnknownCommand
 	}
@@ -145,6 +154,9 @@ func (p *policy) validate(h *requestHeader) (errno uint32, reason string) {
 	}
 	if p.minBlock > 1 && (h.offset|uint64(h.length))&uint64(p.minBlock-1) != 0 {
 		return errnoInval, reasonMisaligned
+	}
+	if h.typ == cmdBlockStatus && h.length == 0 {
+		return errnoInval, reasonZeroStatus
 	}
 	if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > p.maxLen {
 		return errnoOverflow, reasonTooLarge

@@ -28,6 +28,8 @@ func TestValidateOrder(t *testing.T) {
 	p := policy{size: 1 << 20, tflags: full, minBlock: 512, maxLen: 1 << 16}
 	ro := p
 	ro.tflags |= tflagReadOnly
+	bs := p
+	bs.blockStatus = true
 	for _, tc := range []struct {
 		name string
 		p    policy
@@ -50,6 +52,18 @@ func TestValidateOrder(t *testing.T) {
 		{"resize", p, requestHeader{typ: cmdResize}, errnoInval},
 		{"disc-like-unknown", p, requestHeader{typ: 0xffff}, errnoInval},
 		{"max-offset", p, requestHeader{typ: cmdRead, offset: 1<<64 - 1, length: 1}, errnoInval},
+		{"block-status-without-context", p, requestHeader{typ: cmdBlockStatus, length: 512}, errnoInval},
+		{"ok-block-status", bs, requestHeader{typ: cmdBlockStatus, offset: 512, length: 1024}, 0},
+		{"ok-block-status-req-one-fua", bs, requestHeader{typ: cmdBlockStatus, flags: cmdFlagReqOne | cmdFlagFUA, length: 512}, 0},
+		{"ok-block-status-beyond-max-len", bs, requestHeader{typ: cmdBlockStatus, length: 1 << 20}, 0},
+		{"ok-block-status-on-read-only", func() policy { q := bs; q.tflags |= tflagReadOnly; return q }(),
+			requestHeader{typ: cmdBlockStatus, length: 512}, 0},
+		{"block-status-bad-flag", bs, requestHeader{typ: cmdBlockStatus, flags: cmdFlagNoHole, length: 512}, errnoInval},
+		{"block-status-past-end", bs, requestHeader{typ: cmdBlockStatus, offset: 1<<20 - 512, length: 1024}, errnoInval},
+		{"block-status-bounds-before-alignment", bs, requestHeader{typ: cmdBlockStatus, offset: 1<<20 - 1, length: 2}, errnoInval},
+		{"block-status-misaligned", bs, requestHeader{typ: cmdBlockStatus, offset: 1, length: 512}, errnoInval},
+		{"block-status-zero-length", bs, requestHeader{typ: cmdBlockStatus, offset: 512}, errnoInval},
+		{"block-status-zero-length-at-end", bs, requestHeader{typ: cmdBlockStatus, offset: 1 << 20}, errnoInval},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason := tc.p.validate(&tc.h)
@@ -82,12 +96,14 @@ func FuzzRequestParser(f *testing.F) {
 		{typ: cmdWriteZeroes, flags: cmdFlagFastZero | cmdFlagNoHole, offset: 1<<64 - 1, length: 0xffffffff},
 		{typ: cmdFlush, flags: cmdFlagFUA},
 		{typ: cmdTrim, offset: 4095, length: 4097},
+		{typ: cmdBlockStatus, flags: cmdFlagReqOne, offset: 4096, length: 1 << 20},
+		{typ: cmdBlockStatus, offset: 1 << 20},
 		{typ: 200},
 	} {
-		f.Add(encodeRequest(h), uint64(1<<20), full, uint8(9), uint32(1<<16))
-		f.Add(encodeRequest(h), uint64(0), tflagHasFlags|tflagReadOnly, uint8(0), uint32(4096))
+		f.Add(encodeRequest(h), uint64(1<<20), full, uint8(9), uint32(1<<16), true)
+		f.Add(encodeRequest(h), uint64(0), tflagHasFlags|tflagReadOnly, uint8(0), uint32(4096), false)
 	}
-	f.Fuzz(func(t *testing.T, data []byte, size uint64, tflags uint16, minShift uint8, maxLen uint32) {
+	f.Fuzz(func(t *testing.T, data []byte, size uint64, tflags uint16, minShift uint8, maxLen uint32, blockStatus bool) {
 		h, ok := parseRequestHeader(data)
 		if !ok {
 			if len(data) >= requestHeaderLen && binary.BigEndian.Uint32(data) == magicRequest {
@@ -98,12 +114,13 @@ func FuzzRequestParser(f *testing.F) {
 		if got := encodeRequest(h); string(got) != string(data[:requestHeaderLen]) {
 			t.Fatalf("round trip: %x != %x", got, data[:requestHeaderLen])
 		}
-		p := policy{size: size &^ (1 << 63), tflags: tflags | tflagHasFlags, minBlock: 1 << (minShift % 17), maxLen: maxLen}
+		p := policy{size: size &^ (1 << 63), tflags: tflags | tflagHasFlags, minBlock: 1 << (minShift % 17), maxLen: maxLen,
+			blockStatus: blockStatus}
 		errno, reason := p.validate(&h)
 		if (errno == 0) != (reason == "") {
 			t.Fatalf("errno %d with reason %q", errno, reason)
 		}
-		known := h.typ <= cmdWriteZeroes && h.typ != cmdDisc
+		known := h.typ <= cmdWriteZeroes && h.typ != cmdDisc || h.typ == cmdBlockStatus && blockStatus
 		flagsOK := h.flags&^p.allowedFlags(h.typ) == 0
 		ro := p.has(tflagReadOnly) && isWriteType(h.typ)
 		end, carry := h.offset+uint64(h.length), h.offset+uint64(h.length) < h.offset
@@ -127,6 +144,9 @@ func FuzzRequestParser(f *testing.F) {
 			}
 			if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > p.maxLen {
 				t.Fatalf("accepted oversized %+v", h)
+			}
+			if h.typ == cmdBlockStatus && h.length == 0 {
+				t.Fatalf("accepted zero-length BLOCK_STATUS %+v", h)
 			}
 		case errnoNoSpc:
 			if h.typ != cmdWrite && h.typ != cmdWriteZeroes || inRange {
@@ -171,9 +191,22 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(append(append(append([]byte(nil), goDisk...),
 		encodeRequest(requestHeader{typ: cmdWrite, offset: 10, length: 4})...), 1, 2, 3, 4))
 	f.Add(append(append([]byte(nil), goDisk...), encodeRequest(requestHeader{typ: cmdWriteZeroes, length: 100, flags: cmdFlagFUA})...))
+	structured := opt(append([]byte(nil), hello...), optStructuredReply, nil)
+	metaGo := opt(opt(append([]byte(nil), structured...), optSetMetaContext, metaData("disk", metaBaseAllocation)),
+		optGo, infoData("disk"))
+	f.Add(opt(append([]byte(nil), hello...), optListMetaContext, metaData("disk")))
+	f.Add(opt(append([]byte(nil), structured...), optListMetaContext, metaData("", "base:", "x-y:z", "nocolon")))
+	f.Add(opt(append([]byte(nil), hello...), optSetMetaContext, metaData("disk", metaBaseAllocation)))
+	f.Add(opt(append([]byte(nil), structured...), optSetMetaContext, append(metaData("disk")[:8], 0xff, 0xff, 0xff, 0xff)))
+	f.Add(opt(append([]byte(nil), structured...), optSetMetaContext, metaData("nope", metaBaseAllocation)))
+	f.Add(append(append([]byte(nil), metaGo...),
+		encodeRequest(requestHeader{typ: cmdBlockStatus, length: 64 << 10})...))
+	f.Add(append(append(append([]byte(nil), metaGo...),
+		encodeRequest(requestHeader{typ: cmdBlockStatus, flags: cmdFlagReqOne, offset: 100, length: 1000})...),
+		encodeRequest(requestHeader{typ: cmdBlockStatus, offset: 1 << 16, length: 1})...))
 	f.Add([]byte{})
 
-	dev := newMemDev(64 << 10)
+	dev := newStatusDev("HD") // 128 KiB, a BlockStatuser
 	dev.fastZero.Store(true)
 	s, err := NewServer(Options{
 		Exports:          []Export{{Name: "disk", Device: dev}},

@@ -13,7 +13,8 @@ type Stats struct {
 
 	// Requests received, by command.
 	Reads, Writes, Flushes, Trims, Caches, WriteZeroes, Disconnects int64
-	// Requests with BLOCK_STATUS or an unknown command type.
+	BlockStatuses                                                   int64
+	// Requests with an unknown command type.
 	OtherCommands int64
 
 	BytesRead    int64 // payload bytes sent in successful READ replies
@@ -27,10 +28,10 @@ type counters struct {
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
 }
 
-const numCmdCounters = 8 // cmdRead..cmdWriteZeroes (0..6) and "other" (7)
+const numCmdCounters = 9 // cmdRead..cmdBlockStatus (0..7) and "other" (8)
 
 func (c *counters) countCommand(typ uint16) {
-	if typ > cmdWriteZeroes {
+	if typ > cmdBlockStatus {
 		typ = numCmdCounters - 1
 	}
 	c.cmds[typ].Add(1)
@@ -51,6 +52,7 @@ func (s *Server) Stats() Stats {
 		Caches:            c.cmds[cmdCache].Load(),
 		WriteZeroes:       c.cmds[cmdWriteZeroes].Load(),
 		Disconnects:       c.cmds[cmdDisc].Load(),
+		BlockStatuses:     c.cmds[cmdBlockStatus].Load(),
 		OtherCommands:     c.cmds[numCmdCounters-1].Load(),
 		BytesRead:         c.bytesRead.Load(),
 		BytesWritten:      c.bytesWritten.Load(),

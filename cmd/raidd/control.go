@@ -66,6 +66,7 @@ type nbdStats struct {
 	Caches            int64 `json:"caches"`
 	WriteZeroes       int64 `json:"write_zeroes"`
 	Disconnects       int64 `json:"disconnects"`
+	BlockStatuses     int64 `json:"block_statuses"`
 	OtherCommands     int64 `json:"other_commands"`
 	BytesRead         int64 `json:"bytes_read"`
 	BytesWritten      int64 `json:"bytes_written"`
@@ -78,7 +79,7 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		Handshakes: s.Handshakes, HandshakeFailures: s.HandshakeFailures,
 		Reads: s.Reads, Writes: s.Writes, Flushes: s.Flushes, Trims: s.Trims,
 		Caches: s.Caches, WriteZeroes: s.WriteZeroes, Disconnects: s.Disconnects,
-		OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
+		BlockStatuses: s.BlockStatuses, OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
 		BytesWritten: s.BytesWritten, ErrorReplies: s.ErrorReplies,
 	}
 }

@@ -92,7 +92,7 @@ func writeMetrics(w io.Writer, st statusReply) {
 		v   int64
 	}{
 		{"read", n.Reads}, {"write", n.Writes}, {"flush", n.Flushes}, {"trim", n.Trims},
-		{"cache", n.Caches}, {"write_zeroes", n.WriteZeroes}, {"disc", n.Disconnects}, {"other", n.OtherCommands},
+		{"cache", n.Caches}, {"write_zeroes", n.WriteZeroes}, {"disc", n.Disconnects}, {"block_status", n.BlockStatuses}, {"other", n.OtherCommands},
 	} {
 		sample("raidd_nbd_requests_total", []string{"command", c.cmd}, float64(c.v))
 	}

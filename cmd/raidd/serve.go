@@ -45,6 +45,7 @@ type exportDevice interface {
 	nbd.FastZeroer
 	nbd.MultiConner
 	nbd.BlockSizer
+	nbd.BlockStatuser
 }
 
 var _ exportDevice = (*raid.Array)(nil)

@@ -47,6 +47,7 @@ type File struct {
 	readOnly bool
 	// canDiscard: Discard frees space cheaply (probed at Open).
 	canDiscard bool
+	fd         int // for preadv/pwritev; valid until Close
 	closed     atomic.Bool
 }
 
@@ -79,6 +80,7 @@ func Open(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	m := &File{f: f, path: path, direct: opts.Direct, readOnly: opts.ReadOnly, lbs: 512}
+	m.fd = int(f.Fd()) // regular files and block devices are always in blocking mode
 	if err := m.probe(); err != nil {
 		_ = f.Close()
 		return nil, err

@@ -451,3 +451,39 @@ func TestHasData(t *testing.T) {
 	require.NoError(t, f.Discard(3<<20, 1<<20))
 	assert.False(t, f.HasData(0, 8<<20), "punched back to a hole")
 }
+
+// TestVectored checks ReadvAt and WritevAt against plain ReadAt on a file
+// and in memory, including the fallback paths.
+func TestVectored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v")
+	require.NoError(t, member.CreateSparse(path, 1<<20))
+	f, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	type vio interface {
+		ReadvAt([][]byte, int64) (int, error)
+		WritevAt([][]byte, int64) (int, error)
+		ReadAt([]byte, int64) (int, error)
+	}
+	for name, m := range map[string]vio{"file": f, "memory": member.NewMemory(1 << 20)} {
+		t.Run(name, func(t *testing.T) {
+			bufs := [][]byte{bytes.Repeat([]byte{1}, 100), bytes.Repeat([]byte{2}, 4096), bytes.Repeat([]byte{3}, 7)}
+			n, err := m.WritevAt(bufs, 5000)
+			require.NoError(t, err)
+			require.Equal(t, 4203, n)
+			flat := make([]byte, 4203)
+			_, err = m.ReadAt(flat, 5000)
+			require.NoError(t, err)
+			assert.Equal(t, bytes.Join(bufs, nil), flat)
+			out := [][]byte{make([]byte, 7), make([]byte, 4096), make([]byte, 100)}
+			n, err = m.ReadvAt(out, 5000)
+			require.NoError(t, err)
+			require.Equal(t, 4203, n)
+			assert.Equal(t, flat, bytes.Join(out, nil))
+			// Past the end: the one-by-one path reports EOF with a short count.
+			n, err = m.ReadvAt([][]byte{make([]byte, 10), make([]byte, 10)}, 1<<20-15)
+			assert.Equal(t, 15, n)
+			assert.ErrorIs(t, err, io.EOF)
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package member
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxIovecs is the most buffers one vectored call takes (the kernel's IOV_MAX).
+const maxIovecs = 1024
+
+func total(bufs [][]byte) int64 {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// ReadvAt fills bufs, in order, from the consecutive bytes starting at off,
+// with one preadv(2): the engine gathers a request's chunks that lie back to
+// back on a member into one system call. It returns the total read; less
+// than the total only with an error, as io.ReaderAt. bufs are not retained.
+// Safe for concurrent use. O_DIRECT members, ranges past the end and more
+// than maxIovecs buffers take the one-buffer-at-a-time path.
+func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	want := total(bufs)
+	if m.direct || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+		return readEach(m, bufs, off)
+	}
+	var n int
+	var err error
+	for {
+		n, err = unix.Preadv(m.fd, bufs, off)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return 0, &os.PathError{Op: "preadv", Path: m.path, Err: err}
+	}
+	if int64(n) < want { // short read (not expected on files): finish the rest one by one
+		k, err := readEach(m, skip(bufs, int64(n)), off+int64(n))
+		return n + k, err
+	}
+	return n, nil
+}
+
+// WritevAt writes bufs, in order, as consecutive bytes starting at off, with
+// one pwritev(2). Durability, errors and concurrency are as WriteAt's.
+func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
+	want := total(bufs)
+	if m.direct || m.readOnly || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+		return writeEach(m, bufs, off)
+	}
+	var n int
+	var err error
+	for {
+		n, err = unix.Pwritev(m.fd, bufs, off)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return 0, &os.PathError{Op: "pwritev", Path: m.path, Err: err}
+	}
+	if int64(n) < want {
+		k, err := writeEach(m, skip(bufs, int64(n)), off+int64(n))
+		return n + k, err
+	}
+	return n, nil
+}
+
+// skip drops the first n bytes of bufs. It allocates; it serves only the
+// rare short transfer.
+func skip(bufs [][]byte, n int64) [][]byte {
+	var out [][]byte
+	for _, b := range bufs {
+		switch {
+		case n >= int64(len(b)):
+			n -= int64(len(b))
+		case n > 0:
+			out = append(out, b[n:])
+			n = 0
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func readEach(r io.ReaderAt, bufs [][]byte, off int64) (int, error) {
+	done := 0
+	for _, b := range bufs {
+		n, err := r.ReadAt(b, off)
+		done += n
+		if err != nil {
+			return done, err
+		}
+		off += int64(n)
+	}
+	return done, nil
+}
+
+func writeEach(w io.WriterAt, bufs [][]byte, off int64) (int, error) {
+	done := 0
+	for _, b := range bufs {
+		n, err := w.WriteAt(b, off)
+		done += n
+		if err != nil {
+			return done, err
+		}
+		off += int64(n)
+	}
+	return done, nil
+}
+
+// ReadvAt fills bufs from consecutive bytes at off (see File.ReadvAt).
+func (m *Memory) ReadvAt(bufs [][]byte, off int64) (int, error) { return readEach(m, bufs, off) }
+
+// WritevAt writes bufs as consecutive bytes at off (see File.WritevAt).
+func (m *Memory) WritevAt(bufs [][]byte, off int64) (int, error) { return writeEach(m, bufs, off) }

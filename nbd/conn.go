@@ -36,6 +36,10 @@ type conn struct {
 	bw       *bufio.Writer
 	werr     error // first write error; guarded by wmu
 	wpending atomic.Int32
+	// Large READ replies skip the buffer: header and data go out in one
+	// writev. Guarded by wmu.
+	rhdr [structuredHeaderLen + 8]byte
+	rvec net.Buffers
 
 	// Negotiated state, fixed once transmission starts.
 	noZeroes   bool
@@ -603,19 +607,44 @@ func (c *conn) replyError(h *requestHeader, errno uint32, reason string) {
 func (c *conn) replyRead(h *requestHeader, data []byte) {
 	c.lockWriter()
 	if c.werr == nil {
+		var hdr []byte
 		switch {
 		case !c.structured:
-			c.write(appendSimple(c.scratch(simpleReplyLen), 0, h.handle))
+			hdr = appendSimple(c.rhdr[:0], 0, h.handle)
 		case len(data) == 0:
-			c.write(appendChunk(c.scratch(structuredHeaderLen), replyFlagDone, replyTypeNone, h.handle, 0))
+			hdr = appendChunk(c.rhdr[:0], replyFlagDone, replyTypeNone, h.handle, 0)
 		default:
-			b := c.scratch(structuredHeaderLen + 8)
-			b = appendChunk(b, replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+len(data)))
-			c.write(binary.BigEndian.AppendUint64(b, h.offset))
+			hdr = appendChunk(c.rhdr[:0], replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+len(data)))
+			hdr = binary.BigEndian.AppendUint64(hdr, h.offset)
 		}
-		c.write(data)
+		if len(data) >= directReplyMin {
+			c.writeDirect(hdr, data)
+		} else {
+			c.write(hdr)
+			c.write(data)
+		}
 	}
 	c.unlockWriter()
+}
+
+// directReplyMin is the READ payload size from which the reply bypasses the
+// buffer (saving a copy of up to its size and a system call).
+const directReplyMin = 64 << 10
+
+// writeDirect flushes buffered replies, then sends hdr and data with one
+// writev. Called with wmu held.
+func (c *conn) writeDirect(hdr, data []byte) {
+	if c.werr != nil {
+		return
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.failWrite(err)
+		return
+	}
+	c.rvec = append(c.rvec[:0], hdr, data)
+	if _, err := c.rvec.WriteTo(c.nc); err != nil {
+		c.failWrite(err)
+	}
 }
 
 // replyBlockStatus sends the successful reply to a BLOCK_STATUS request: one

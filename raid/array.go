@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,8 @@ type Array struct {
 	minRate, maxRate int64
 	progressInterval time.Duration
 	clientOps        atomic.Int64
+	active           atomic.Int64 // ops in progress
+	inlineAbove      int64        // above this many ops in progress, Op.Run does member I/O inline
 
 	opPool    sync.Pool
 	bufPool   sync.Pool
@@ -128,6 +131,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	if a.progressInterval <= 0 {
 		a.progressInterval = 5 * time.Second
 	}
+	a.inlineAbove = int64(2 * runtime.GOMAXPROCS(0))
 	a.bitmap = newBitmap(int64(meta.BitmapRegion), geo.Chunk(), geo.MemberSize())
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.startEvents(o.OnEvent)
@@ -343,6 +347,7 @@ func (a *Array) markFailed(v *View, mask uint64, errs []error) {
 }
 
 func (a *Array) getOp() *Op {
+	a.active.Add(1)
 	op := a.opPool.Get().(*Op)
 	op.v = a.view.Load()
 	return op
@@ -351,6 +356,7 @@ func (a *Array) getOp() *Op {
 func (a *Array) putOp(op *Op) {
 	op.reset()
 	a.opPool.Put(op)
+	a.active.Add(-1)
 }
 
 // enter and leave bracket every call, so that Close can wait for them.

@@ -262,10 +262,21 @@ func (op *Op) Run() int {
 	if n > 1 {
 		op.vectorize()
 	}
-	// Hand all but the last unmerged request to the workers; do that one here.
+	// Hand all but the last unmerged request to the workers; do that one
+	// here. When enough requests already run at once to keep every core
+	// busy, fanning out only adds hand-offs: then do them all here, and let
+	// the concurrency come from the requests themselves.
 	last := n - 1
 	for op.batch[last].merged {
 		last--
+	}
+	if op.a.active.Load() > op.a.inlineAbove {
+		for i := 0; i <= last; i++ {
+			if r := &op.batch[i]; !r.merged {
+				r.do()
+			}
+		}
+		last = -1
 	}
 	for i := 0; i < last; i++ {
 		r := &op.batch[i]
@@ -276,7 +287,9 @@ func (op *Op) Run() int {
 		r.wg = &op.wg
 		op.a.reqs <- r
 	}
-	op.batch[last].do()
+	if last >= 0 {
+		op.batch[last].do()
+	}
 	op.wg.Wait()
 	bad := 0
 	for i := range op.batch {

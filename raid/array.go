@@ -785,6 +785,7 @@ func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 	start := time.Now()
 	a.event(Event{Kind: EventResyncStarted, Role: -1, Detail: fmt.Sprintf("%d of %d rows (%d dirty bitmap regions)", total, a.geo.Rows(), len(rows))})
 	j := &recovery{}
+	j.lastOps = a.clientOps.Load()
 	done := int64(0)
 	for _, r := range rows {
 		for row := r[0]; row < r[1]; row++ {

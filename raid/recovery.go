@@ -92,6 +92,7 @@ func (a *Array) claimSpares() {
 func (a *Array) startJob(kind jobKind, role int, target *slot, row int64) {
 	ctx, cancel := context.WithCancel(a.ctx)
 	j := &recovery{kind: kind, role: role, target: target, start: time.Now(), first: row, cancel: cancel}
+	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
 	j.row.Store(row)
 	a.job = j
 	a.publish()

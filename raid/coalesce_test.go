@@ -2,13 +2,17 @@ package raid_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
@@ -19,8 +23,13 @@ import (
 func TestCoalescing(t *testing.T) {
 	const chunk = 16 << 10
 	const block = 4096
-	r := newRig(4, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "co", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	// Slow members make writes to a stripe overlap, as they do on disks.
+	var devs []raid.Device
+	for i := 0; i < 4; i++ {
+		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 8)), membertest.Latency(200*time.Microsecond))
+		devs = append(devs, raid.Device{Path: fmt.Sprint("slow", i), Member: keep{m}})
+	}
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "co", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	require.NoError(t, err)
 	defer checkAndClose(t, a)
 	area := 2 * a.Geometry().StripeWidth() // two stripes

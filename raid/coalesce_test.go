@@ -41,7 +41,7 @@ func TestCoalescing(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(g)))
 			p := make([]byte, block)
-			for i := 0; i < 200; i++ {
+			for i := 0; i < 60; i++ {
 				b := int64(rng.Intn(int(area/block/8)))*8 + int64(g)
 				rng.Read(p)
 				if _, err := a.WriteAt(p, b*block); err != nil {

@@ -39,4 +39,5 @@ fuzz ./raid/superblock FuzzRoundTrip
 fuzz ./nbd FuzzRequestParser
 fuzz ./nbd FuzzHandshake
 fuzz ./cmd/raidd FuzzParseSize
+fuzz ./cmd/raidd FuzzConfig
 echo "== all tests passed"

@@ -826,6 +826,16 @@ func (a *Array) resyncPlan() [][2]int64 {
 }
 
 func (a *Array) resyncRowStep(row int64) error {
+	return a.rowStep(row, func(op *Op) error {
+		op.noElide = true
+		return a.layout.Resync(op, row)
+	})
+}
+
+// rowStep runs fn on one member row as background work that writes: the
+// array must be open, it is marked dirty, the row's stripes are locked, and
+// the member failures fn runs into are recorded before rowStep returns.
+func (a *Array) rowStep(row int64, fn func(op *Op) error) error {
 	if err := a.enter(); err != nil {
 		return err
 	}
@@ -839,11 +849,11 @@ func (a *Array) resyncRowStep(row int64) error {
 	defer a.locks.Unlock(first, last)
 	op := a.getOp()
 	defer a.putOp(op)
-	op.locked, op.noElide = true, true
+	op.locked = true
 	if op.v.failed {
 		return ErrFailed
 	}
-	err := a.layout.Resync(op, row)
+	err := fn(op)
 	if op.settle() {
 		a.handleFailures(op)
 	}

@@ -191,67 +191,47 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 
 // jobStep does one row of a job under the row's stripe locks.
 func (a *Array) jobStep(j *recovery, row int64) error {
-	if err := a.enter(); err != nil {
-		return err
-	}
-	defer a.leave()
-	if err := a.beginWrite(); err != nil {
-		return err
-	}
-	defer a.endWrite()
-	first, last := a.geo.RowStripes(row)
-	a.locks.Lock(first, last)
-	defer a.locks.Unlock(first, last)
-	op := a.getOp()
-	defer a.putOp(op)
-	op.locked = true
-	a.cfgMu.Lock()
-	current, kind := a.job == j, j.kind
-	a.cfgMu.Unlock()
-	if !current {
-		return errJobChanged
-	}
-	v := op.v
-	if v.failed {
-		return ErrFailed
-	}
-	var err error
-	chunk := a.geo.Chunk()
-	switch kind {
-	case jobRebuild:
-		if v.devs[j.role] != j.target.dev || !op.Writable(j.role) {
+	return a.rowStep(row, func(op *Op) error {
+		a.cfgMu.Lock()
+		current, kind := a.job == j, j.kind
+		a.cfgMu.Unlock()
+		if !current {
 			return errJobChanged
 		}
-		if !a.rowHasData(v, row, j.role) {
-			// Nothing was ever written here: the row reads as zeroes on
-			// every source, so a hole on the target is the rebuilt row.
-			op.Discard(j.role, row*chunk, chunk)
+		v := op.v
+		chunk := a.geo.Chunk()
+		switch kind {
+		case jobRebuild:
+			if v.devs[j.role] != j.target.dev || !op.Writable(j.role) {
+				return errJobChanged
+			}
+			if !a.rowHasData(v, row, j.role) {
+				// Nothing was ever written here: the row reads as zeroes on
+				// every source, so a hole on the target is the rebuilt row.
+				op.Discard(j.role, row*chunk, chunk)
+				op.Run()
+				return nil
+			}
+			return a.layout.Rebuild(op, row, j.role)
+		case jobReplace:
+			if v.repl[j.role] != j.target.dev {
+				return errJobChanged
+			}
+			if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
+				op.batch = append(op.batch, ioReq{kind: ioDiscard, m: j.role, dev: v.repl[j.role], off: v.dataOff + row*chunk, n: chunk, repl: true})
+				op.Run()
+				return nil
+			}
+			buf := op.Buf(chunk)
+			op.Read(j.role, buf, row*chunk)
+			if op.Run() != 0 {
+				return errJobChanged // the old member failed: settle() promotes the replacement to a rebuild
+			}
+			op.batch = append(op.batch, ioReq{kind: ioWrite, m: j.role, dev: v.repl[j.role], p: buf, off: v.dataOff + row*chunk, n: chunk, repl: true})
 			op.Run()
-		} else {
-			err = a.layout.Rebuild(op, row, j.role)
 		}
-	case jobReplace:
-		if v.repl[j.role] != j.target.dev {
-			return errJobChanged
-		}
-		if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
-			op.batch = append(op.batch, ioReq{kind: ioDiscard, m: j.role, dev: v.repl[j.role], off: v.dataOff + row*chunk, n: chunk, repl: true})
-			op.Run()
-			break
-		}
-		buf := op.Buf(a.geo.Chunk())
-		op.Read(j.role, buf, row*a.geo.Chunk())
-		if op.Run() == 0 {
-			op.batch = append(op.batch, ioReq{kind: ioWrite, m: j.role, dev: v.repl[j.role], p: buf, off: v.dataOff + row*a.geo.Chunk(), n: a.geo.Chunk(), repl: true})
-			op.Run()
-		} else {
-			err = errJobChanged // the old member failed: settle() promotes the replacement to a rebuild
-		}
-	}
-	if op.settle() {
-		a.handleFailures(op)
-	}
-	return err
+		return nil
+	})
 }
 
 // throttle keeps the job between the minimum and maximum rates: at the

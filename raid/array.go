@@ -82,6 +82,8 @@ type Array struct {
 	widthPool sync.Pool // stripe-width buffers for coalesced writes
 	coalesce  bool
 	gq        [gatherSlots]gatherQueue
+	ends      [recentEnds]atomic.Int64 // recent write ends, to recognise streams
+	endNext   atomic.Uint32
 	zero      []byte
 
 	stats struct {
@@ -140,6 +142,12 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	width := geo.StripeWidth()
 	a.widthPool.New = func() any { b := make([]byte, width); return &b }
 	a.coalesce = geo.Level() == stripe.RAID5 && !o.NoCoalesce
+	for i := range a.gq {
+		a.gq[i].notify = make(chan struct{}, 1)
+	}
+	for i := range a.ends {
+		a.ends[i].Store(-1)
+	}
 	n := geo.Members()
 	a.opPool.New = func() any {
 		return &Op{a: a, geo: geo, Shards: make([][]byte, n), Scratch: make([][]byte, n)}

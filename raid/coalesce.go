@@ -3,6 +3,7 @@ package raid
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // Write coalescing for parity RAID. A partial-stripe write costs reads and
@@ -12,10 +13,16 @@ import (
 // writer that gets the lock performs every queued write of that stripe,
 // merging contiguous ones into one write (which, when they fill the stripe,
 // becomes a full-stripe write with no reads at all). The others then find
-// their write done when they get the lock, and return its result. No write
-// waits longer than it would have without coalescing, nothing is delayed
-// on purpose, and every write is acknowledged only after its data (and, for
-// FUA, its durability) is where a lone write's would be.
+// their write done when they get the lock, and return its result. Every
+// write is acknowledged only after its data (and, for FUA, its durability)
+// is where a lone write's would be.
+//
+// Sequential streams get one more chance (md's "plugging", bounded): when
+// the leading write continues where a recent write ended, other writes are
+// in flight, and the queue does not yet reach the end of the stripe, the
+// leader waits up to gatherWait for the rest of the stream to arrive, so
+// that the stripe goes out whole. Random writes never wait, and neither
+// does a lone sequential writer (queue depth 1).
 
 // gather is one write waiting for a stripe lock.
 type gather struct {
@@ -30,8 +37,33 @@ type gather struct {
 const gatherSlots = 1024
 
 type gatherQueue struct {
-	mu sync.Mutex
-	q  []*gather
+	mu     sync.Mutex
+	q      []*gather
+	notify chan struct{} // poked after each enqueue, for a waiting leader
+}
+
+// gatherWait bounds how long a leader waits for a sequential stream to
+// fill its stripe.
+const gatherWait = 500 * time.Microsecond
+
+// recentEnds is how many recent write ends are kept to recognise streams.
+const recentEnds = 16
+
+// noteEnd records where a write ended; continues reports whether a write
+// starting at off continues a recent one: one that ended at most a stripe
+// width before it (requests of a stream arrive slightly out of order).
+func (a *Array) noteEnd(end int64) {
+	a.ends[a.endNext.Add(1)%recentEnds].Store(end)
+}
+
+func (a *Array) continues(off int64) bool {
+	width := a.geo.StripeWidth()
+	for i := range a.ends {
+		if e := a.ends[i].Load(); e <= off && e > off-width {
+			return true
+		}
+	}
+	return false
 }
 
 var gatherPool = sync.Pool{New: func() any { return new(gather) }}
@@ -44,22 +76,75 @@ func (a *Array) coalescable(off, n int64, first, last int64) bool {
 // writeGathered performs a partial-stripe write through the gather queue.
 // The caller has done the dirty and bitmap marking; it holds no lock.
 func (a *Array) writeGathered(p []byte, off int64, stripe int64, fua bool) error {
+	seq := off > 0 && a.continues(off)
+	a.noteEnd(off + int64(len(p)))
 	g := gatherPool.Get().(*gather)
 	*g = gather{p: p, off: off, stripe: stripe, fua: fua}
 	q := &a.gq[stripe%gatherSlots]
 	q.mu.Lock()
 	q.q = append(q.q, g)
 	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
 
 	a.locks.Lock(stripe, stripe)
 	defer a.locks.Unlock(stripe, stripe)
 	if !g.done {
+		if seq && a.inflight.Load() > 1 {
+			a.awaitStripe(q, g)
+		}
 		a.lead(q, stripe)
 	}
 	err := g.err
 	*g = gather{}
 	gatherPool.Put(g)
 	return err
+}
+
+// awaitStripe waits, up to gatherWait, until the queued writes of g's
+// stripe reach contiguously from g to the end of the stripe. The caller
+// holds the stripe lock, so writes arriving meanwhile queue up behind it.
+func (a *Array) awaitStripe(q *gatherQueue, g *gather) {
+	width := a.geo.StripeWidth()
+	stripeEnd := (g.off/width + 1) * width
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		if a.queuedReach(q, g) >= stripeEnd {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(gatherWait)
+		}
+		select {
+		case <-q.notify:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// queuedReach returns how far queued writes of g's stripe extend
+// contiguously from g's start.
+func (a *Array) queuedReach(q *gatherQueue, g *gather) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	end := g.off + int64(len(g.p))
+	for grew := true; grew; {
+		grew = false
+		for _, o := range q.q {
+			if o.stripe == g.stripe && o.off <= end && o.off+int64(len(o.p)) > end {
+				end, grew = o.off+int64(len(o.p)), true
+			}
+		}
+	}
+	return end
 }
 
 // lead takes every queued write of stripe and performs them. The caller

@@ -145,9 +145,8 @@ func (a *Array) doneWrite(firstRow, lastRow int64) {
 }
 
 // persistBitmap writes the bitmap image to every writable member and syncs
-// it. Members that fail are marked failed (outside b.mu, by the caller's
-// later I/O: here only the error of a complete loss is returned). Callers
-// hold b.mu.
+// it. Members that fail are marked failed; an error is returned only when
+// no member took the image. Callers hold b.mu.
 func (a *Array) persistBitmap() error {
 	img := a.bitmap.snapshot()
 	v := a.view.Load()
@@ -185,21 +184,20 @@ func (a *Array) persistBitmap() error {
 			return errors.Join(ErrFailed, err)
 		}
 		// A member that cannot take its bitmap is not trusted after a crash:
-		// fail it now, from a goroutine so the lock order stays simple.
+		// fail it now. (Lock order: b.mu, then cfgMu; nothing takes them the
+		// other way round.)
 		var mask uint64
+		roleErrs := make([]error, len(v.devs))
 		for m := range v.devs {
 			if errs[2*m] != nil {
 				mask |= 1 << uint(m)
+				roleErrs[m] = errs[2*m]
 			}
 		}
 		if mask != 0 {
-			a.bg.Add(1)
-			go func() {
-				defer a.bg.Done()
-				a.cfgMu.Lock()
-				defer a.cfgMu.Unlock()
-				a.markFailed(v, mask, errs[:len(v.devs)])
-			}()
+			a.cfgMu.Lock()
+			a.markFailed(v, mask, roleErrs)
+			a.cfgMu.Unlock()
 		}
 	}
 	return nil

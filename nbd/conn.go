@@ -269,7 +269,7 @@ func (c *conn) execute(r *request) {
 			}
 		}
 	case cmdWriteZeroes:
-		if h.flags&cmdFlagFastZero != 0 && (e.fastZeroer == nil || !e.fastZeroer.CanFastZero()) {
+		if h.flags&cmdFlagFastZero != 0 && !fastZeroNow(e, h.flags&cmdFlagNoHole != 0) {
 			c.replyError(h, errnoNotSup, reasonNoFastZero)
 			return
 		}
@@ -286,6 +286,20 @@ func (c *conn) execute(r *request) {
 		return
 	}
 	c.replyOK(h)
+}
+
+// fastZeroNow reports whether a FAST_ZERO request can be honoured now.
+// With NO_HOLE the space must stay allocated, which is fast only for a
+// device that says so (FastNoHoleZeroer); others would write zeroes.
+func fastZeroNow(e *export, noHole bool) bool {
+	if e.fastZeroer == nil || !e.fastZeroer.CanFastZero() {
+		return false
+	}
+	if !noHole {
+		return true
+	}
+	f, ok := e.Device.(FastNoHoleZeroer)
+	return ok && f.CanFastZeroNoHole()
 }
 
 func isNotSupported(err error) bool {

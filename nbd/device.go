@@ -70,6 +70,13 @@ type FastZeroer interface {
 	CanFastZero() bool
 }
 
+// FastNoHoleZeroer says whether zeroing that keeps the space allocated
+// (NBD_CMD_FLAG_NO_HOLE) is also faster than writing zeroes. Without it, a
+// request with both FAST_ZERO and NO_HOLE fails at once with ENOTSUP.
+type FastNoHoleZeroer interface {
+	CanFastZeroNoHole() bool
+}
+
 // Cacher receives NBD_CMD_CACHE hints. Cache must not change data. Without it
 // the server validates CACHE requests and replies success.
 type Cacher interface {

@@ -136,7 +136,9 @@
 // WriteZeroes without FAST_ZERO it makes the server write zero buffers with
 // WriteAt instead; with FAST_ZERO it is passed on (and the server itself
 // answers ENOTSUP at once, without calling the device, when CanFastZero is
-// false); anywhere else it becomes EINVAL.
+// false, or when NO_HOLE is set too and the device does not say, through
+// FastNoHoleZeroer, that keeping the space allocated is also fast);
+// anywhere else it becomes EINVAL.
 //
 // With structured replies, errors are sent as NBD_REPLY_TYPE_ERROR chunks
 // with a short message; a READ that fails after the device returned n good

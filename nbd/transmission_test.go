@@ -249,6 +249,20 @@ func TestFastZero(t *testing.T) {
 		assert.Equal(t, errnoName(errnoInval), errnoName(r.errno))
 		assert.Equal(t, bytes.Repeat([]byte{0x55}, 4096), cl.read(0, 4096))
 	})
+	t.Run("no-hole-is-not-fast", func(t *testing.T) {
+		dev := newMemDev(8192)
+		dev.fastZero.Store(true)
+		for i := range dev.data {
+			dev.data[i] = 0x55
+		}
+		ts := startServer(t, oneExport(dev))
+		cl := connect(t, ts, "disk", false)
+		r := cl.do(cmdWriteZeroes, cmdFlagFastZero|cmdFlagNoHole, 0, 4096, nil)
+		assert.Equal(t, errnoName(errnoNotSup), errnoName(r.errno), "zeroing with NO_HOLE writes, so it is not fast")
+		assert.Equal(t, bytes.Repeat([]byte{0x55}, 4096), cl.read(0, 4096), "data changed by failed fast zero")
+		require.Zero(t, cl.do(cmdWriteZeroes, cmdFlagNoHole, 0, 4096, nil).errno, "without FAST_ZERO it succeeds")
+		assert.Equal(t, make([]byte, 4096), cl.read(0, 4096))
+	})
 	t.Run("device-refuses-fast", func(t *testing.T) {
 		dev := newMemDev(8192)
 		dev.fastZero.Store(true)

@@ -251,7 +251,6 @@ func TestRebuildResumesAtCheckpoint(t *testing.T) {
 	requireContent(t, b, want, "after resumed rebuild")
 }
 
-
 // TestBitmapWriteFailure: a member that cannot take a write-intent bitmap
 // update is failed before the write that needed the update goes ahead, and
 // the write still succeeds on the survivors.

@@ -214,13 +214,19 @@ func TestWriteZeroes(t *testing.T) {
 	}
 }
 
+// filledDev returns a memory device whose bytes are all b.
+func filledDev(size int, b byte) *memDev {
+	dev := newMemDev(size)
+	for i := range dev.data {
+		dev.data[i] = b
+	}
+	return dev
+}
+
 func TestFastZero(t *testing.T) {
 	t.Run("capability-lost-after-negotiation", func(t *testing.T) {
-		dev := newMemDev(8192)
+		dev := filledDev(8192, 0x55)
 		dev.fastZero.Store(true)
-		for i := range dev.data {
-			dev.data[i] = 0x55
-		}
 		ts := startServer(t, oneExport(dev))
 		cl := connect(t, ts, "disk", false)
 		require.NotZero(t, cl.tflags&tflagSendFastZero)
@@ -238,10 +244,7 @@ func TestFastZero(t *testing.T) {
 		assert.Equal(t, make([]byte, 4096), cl.read(4096, 4096))
 	})
 	t.Run("not-advertised", func(t *testing.T) {
-		dev := newMemDev(8192)
-		for i := range dev.data {
-			dev.data[i] = 0x55
-		}
+		dev := filledDev(8192, 0x55)
 		ts := startServer(t, oneExport(dev))
 		cl := connect(t, ts, "disk", false)
 		require.Zero(t, cl.tflags&tflagSendFastZero)
@@ -250,11 +253,8 @@ func TestFastZero(t *testing.T) {
 		assert.Equal(t, bytes.Repeat([]byte{0x55}, 4096), cl.read(0, 4096))
 	})
 	t.Run("no-hole-is-not-fast", func(t *testing.T) {
-		dev := newMemDev(8192)
+		dev := filledDev(8192, 0x55)
 		dev.fastZero.Store(true)
-		for i := range dev.data {
-			dev.data[i] = 0x55
-		}
 		ts := startServer(t, oneExport(dev))
 		cl := connect(t, ts, "disk", false)
 		r := cl.do(cmdWriteZeroes, cmdFlagFastZero|cmdFlagNoHole, 0, 4096, nil)

@@ -42,6 +42,9 @@ type Array struct {
 	zeroElide bool
 	lockReads bool // reads always need the stripe locks (none today)
 	lockWrite bool // writes need the stripe locks (all but RAID0)
+	// lockDegradedReads: a degraded array's reads take the stripe locks up
+	// front (RAID5, where they reconstruct).
+	lockDegradedReads bool
 
 	view  atomic.Pointer[View]
 	locks stripe.Locks
@@ -119,8 +122,9 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		geo: geo, layout: layout, log: log,
 		minRate: o.RebuildMinRate, maxRate: o.RebuildMaxRate, progressInterval: o.ProgressInterval,
 		readOnly: o.ReadOnly, zeroElide: !o.KeepZeroes,
-		lockWrite: geo.Level() != stripe.RAID0,
-		meta:      meta, slots: slots, dead: dead,
+		lockWrite:         geo.Level() != stripe.RAID0,
+		lockDegradedReads: geo.Level() == stripe.RAID5,
+		meta:              meta, slots: slots, dead: dead,
 		cleanDelay: o.CleanDelay,
 		zero:       make([]byte, geo.Chunk()),
 	}
@@ -423,18 +427,27 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	if op.v.failed {
 		return 0, ErrFailed
 	}
-	err := a.layout.ReadAt(op, p, off)
-	if errors.Is(err, ErrNeedLock) {
-		first, last := a.geo.StripeRange(off, int64(len(p)))
+	// A read that must reconstruct runs under the stripe locks. A degraded
+	// RAID5 read takes them at once; any other read takes them only if the
+	// layout finds it needs them (a read error, a member lost meanwhile).
+	first, last := a.geo.StripeRange(off, int64(len(p)))
+	lock := func() {
 		a.locks.RLock(first, last)
 		op.v, op.locked = a.view.Load(), true
+	}
+	if a.lockDegradedReads && op.v.Degraded() {
+		lock()
+	}
+	err := a.layout.ReadAt(op, p, off)
+	if errors.Is(err, ErrNeedLock) && !op.locked {
+		lock()
 		err = a.layout.ReadAt(op, p, off)
-		if op.settle() {
-			a.handleFailures(op)
-		}
+	}
+	if op.settle() {
+		a.handleFailures(op) // before unlocking: the failure is recorded first
+	}
+	if op.locked {
 		a.locks.RUnlock(first, last)
-	} else if op.settle() {
-		a.handleFailures(op)
 	}
 	a.clientOps.Add(1)
 	if err != nil {

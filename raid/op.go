@@ -136,6 +136,9 @@ type Op struct {
 	Shards [][]byte
 	// Scratch is a second scratch slice of the same length.
 	Scratch [][]byte
+	// List is a scratch list of buffers a Layout may append to; it is
+	// emptied when the op ends.
+	List [][]byte
 
 	gathered    []*gather // writes a coalescing leader performs
 	gatherOrder []int
@@ -449,4 +452,6 @@ func (op *Op) reset() {
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil
 	}
+	clear(op.List)
+	op.List = op.List[:0]
 }

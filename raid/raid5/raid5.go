@@ -68,44 +68,62 @@ func (l *Layout) unreadable(op *raid.Op) (count, which int) {
 }
 
 // ReadAt reads data chunks directly; chunks on unreadable members are
-// reconstructed from the rest of their row, under the stripe locks.
+// reconstructed from the rest of their row, under the stripe locks. All
+// reads of one attempt go out in one Run, so back-to-back rows of a member
+// merge into one system call; a member that fails to read makes the next
+// attempt reconstruct around it.
 func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
-	exts := op.Extents(off, int64(len(p)))
-	recon := false
-	for _, e := range exts {
-		if op.Readable(e.Member) {
-			op.Read(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
-		} else {
-			recon = true
-		}
-	}
-	if op.Run() != 0 {
-		recon = true
-	}
-	if !recon {
-		return nil
-	}
-	if !op.Locked() {
-		return raid.ErrNeedLock
-	}
+	var exts []stripe.Extent
 	for {
 		exts = op.Extents(off, int64(len(p)))
-		again := false
+		list := op.List[:0]
+		recon := false
+		for _, e := range exts {
+			dst := p[e.BufOff : e.BufOff+e.Len]
+			if op.Readable(e.Member) {
+				op.Read(e.Member, dst, e.Off)
+				continue
+			}
+			recon = true
+			if !op.Locked() {
+				continue
+			}
+			first := true
+			for m := 0; m < l.n; m++ {
+				switch {
+				case m == e.Member:
+				case !op.Readable(m):
+					return raid.ErrTooManyFailures
+				case first:
+					op.Read(m, dst, e.Off)
+					first = false
+				default:
+					b := op.Buf(e.Len)
+					list = append(list, b)
+					op.Read(m, b, e.Off)
+				}
+			}
+		}
+		op.List = list
+		failed := op.Run() != 0
+		if (failed || recon) && !op.Locked() {
+			return raid.ErrNeedLock
+		}
+		if failed {
+			continue // plan again around the member that failed
+		}
+		k := 0
 		for _, e := range exts {
 			if op.Readable(e.Member) {
 				continue
 			}
-			switch err := l.reconstruct(op, e.Row, e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off); err {
-			case nil:
-			case errRetry:
-				again = true
-			default:
-				return err
+			dst := p[e.BufOff : e.BufOff+e.Len]
+			for i := 0; i < l.n-2; i++ {
+				l.xor(op, dst, list[k])
+				k++
 			}
 		}
-		if !again {
-			break
-		}
+		break
 	}
 	// Rewrite the reconstructed bytes on members whose reads failed.
 	repair := false

@@ -9,19 +9,21 @@ import (
 
 // Status is a snapshot of an array's state, for `raidd status` and logs.
 type Status struct {
-	Name       string         `json:"name"`
-	UUID       string         `json:"uuid"`
-	Level      string         `json:"level"`
-	Chunk      int64          `json:"chunk"`
-	Size       int64          `json:"size"`
-	Members    int            `json:"raid_members"`
-	State      string         `json:"state"` // clean, dirty, degraded or failed
-	Degraded   bool           `json:"degraded"`
-	Failed     bool           `json:"failed"`
-	Dirty      bool           `json:"dirty"`
-	ReadOnly   bool           `json:"read_only"`
-	EventCount uint64         `json:"events"`
-	Resync     *Progress      `json:"resync,omitempty"`
+	Name       string    `json:"name"`
+	UUID       string    `json:"uuid"`
+	Level      string    `json:"level"`
+	Chunk      int64     `json:"chunk"`
+	Size       int64     `json:"size"`
+	Members    int       `json:"raid_members"`
+	State      string    `json:"state"` // clean, dirty, degraded or failed
+	Degraded   bool      `json:"degraded"`
+	Failed     bool      `json:"failed"`
+	Dirty      bool      `json:"dirty"`
+	ReadOnly   bool      `json:"read_only"`
+	EventCount uint64    `json:"events"`
+	Resync     *Progress `json:"resync,omitempty"`
+	// LastResync is the resync since assembly that has finished (or stopped), if any.
+	LastResync *Progress      `json:"last_resync,omitempty"`
 	Recovery   *Progress      `json:"recovery,omitempty"` // a rebuild or replace
 	Bitmap     *BitmapStatus  `json:"bitmap,omitempty"`
 	Devices    []MemberStatus `json:"members"`
@@ -93,9 +95,14 @@ func (a *Array) Status() Status {
 	default:
 		st.State = "clean"
 	}
-	if a.resyncing.Load() {
-		done, total := a.resyncRow.Load(), max(a.resyncTotal.Load(), 1)
-		st.Resync = &Progress{Kind: "resync", Role: -1, Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
+	if total := a.resyncTotal.Load(); total > 0 {
+		done := a.resyncRow.Load()
+		p := &Progress{Kind: "resync", Role: -1, Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
+		if a.resyncing.Load() {
+			st.Resync = p
+		} else {
+			st.LastResync = p
+		}
 	}
 	if j := a.job; j != nil {
 		done, total := j.row.Load(), a.geo.Rows()

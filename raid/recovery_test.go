@@ -240,7 +240,9 @@ func TestRebuildResumesAtCheckpoint(t *testing.T) {
 	done := a.Status().Recovery.Done
 	require.Greater(t, done, int64(5))
 	require.NoError(t, a.Close())
-	b, err := raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1})
+	// Rate-limited (about a second for the rest), so the resumed rebuild is
+	// still running when we look.
+	b, err := raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1, RebuildMinRate: 400 * chunk, RebuildMaxRate: 400 * chunk})
 	require.NoError(t, err)
 	defer checkAndClose(t, b)
 	st := b.Status()

@@ -161,9 +161,6 @@ const (
 	// memory. Larger options are refused (NBD_REP_ERR_TOO_BIG) and the
 	// connection is dropped without reading the data.
 	maxOptionLen = 64 << 10
-	// dosPayloadFloor is the payload size the spec says SHOULD NOT be
-	// treated as a denial of service (2^25).
-	dosPayloadFloor = 32 << 20
 )
 
 func errnoName(e uint32) string {

@@ -40,7 +40,6 @@ type Array struct {
 	log       *slog.Logger
 	readOnly  bool
 	zeroElide bool
-	lockReads bool // reads always need the stripe locks (none today)
 	lockWrite bool // writes need the stripe locks (all but RAID0)
 	// lockDegradedReads: a degraded array's reads take the stripe locks up
 	// front (RAID5, where they reconstruct).
@@ -951,8 +950,4 @@ func (a *Array) Close() error {
 	}
 	a.stopEvents()
 	return errors.Join(errs...)
-}
-
-func describe(s *slot) string {
-	return fmt.Sprintf("%s (member %s)", s.path, superblock.FormatUUID(s.uuid))
 }

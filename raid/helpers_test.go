@@ -74,16 +74,6 @@ func newRig(n int, size int64) *rig {
 // memberSizeFor returns a member size giving rows rows of data.
 func memberSizeFor(chunk, rows int64) int64 { return superblock.HeaderSize + chunk*rows }
 
-// createArray creates an array on the rig and registers a cleanup that
-// closes it and, when the array is healthy, checks mirrors and parity.
-func createArray(t testing.TB, r *rig, level stripe.Level, chunk int64) *raid.Array {
-	t.Helper()
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "t", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { checkAndClose(t, a) })
-	return a
-}
-
 func checkAndClose(t testing.TB, a *raid.Array) {
 	t.Helper()
 	st := a.Status()

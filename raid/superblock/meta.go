@@ -70,8 +70,6 @@ func (s MemberState) String() string {
 	return fmt.Sprintf("MemberState(%d)", uint8(s))
 }
 
-func (s MemberState) valid() bool { return s <= MemberRemoved }
-
 // MemberInfo is one entry of the member table: a member as another member
 // last knew it.
 type MemberInfo struct {

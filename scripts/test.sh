@@ -2,6 +2,7 @@
 # Runs every test of raidd on a fresh Debian machine: installs the NBD
 # clients the end-to-end tests drive, checks formatting and vet, runs the
 # whole suite under the race detector, then gives each fuzz target a short run.
+# staticcheck comes from the Go module proxy at a pinned version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -29,6 +30,8 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go vet"
 go vet ./...
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
 echo "== fuzz (short runs of every target)"

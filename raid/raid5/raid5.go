@@ -141,44 +141,6 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 
 var errRetry = fmt.Errorf("raid5: member failed, plan again")
 
-// reconstruct fills dst with member target's bytes at member offset off of
-// row row, from the XOR of every other member's same bytes.
-func (l *Layout) reconstruct(op *raid.Op, row int64, target int, dst []byte, off int64) error {
-	first := true
-	for m := 0; m < l.n; m++ {
-		if m == target {
-			continue
-		}
-		if !op.Readable(m) {
-			return raid.ErrTooManyFailures
-		}
-		if first {
-			op.Read(m, dst, off)
-			first = false
-			continue
-		}
-		b := op.Buf(int64(len(dst)))
-		op.Shards[m] = b
-		op.Read(m, b, off)
-	}
-	if op.Run() != 0 {
-		return raid.ErrTooManyFailures
-	}
-	first = true
-	for m := 0; m < l.n; m++ {
-		if m == target {
-			continue
-		}
-		if first {
-			first = false
-			continue
-		}
-		l.xor(op, dst, op.Shards[m])
-		op.Shards[m] = nil
-	}
-	return nil
-}
-
 // rowWrite describes the part of one row a write touches.
 type rowWrite struct {
 	row    int64
@@ -454,9 +416,26 @@ func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
 			return raid.ErrTooManyFailures
 		}
 	}
+	// Read the other members' chunks, then compute the missing one in a
+	// single pass over them: it is the "parity" of the n-1 others. (The
+	// encoder may allocate here; this is background work, not the I/O path.)
+	shards := op.Shards[:l.n]
+	k := 0
+	for m := 0; m < l.n; m++ {
+		if m == target {
+			continue
+		}
+		shards[k] = op.Buf(l.chunk)
+		op.Read(m, shards[k], row*l.chunk)
+		k++
+	}
+	if op.Run() != 0 {
+		return raid.ErrTooManyFailures
+	}
 	dst := op.Buf(l.chunk)
-	if err := l.reconstruct(op, row, target, dst, row*l.chunk); err != nil {
-		return err
+	shards[l.dk] = dst
+	if err := l.enc.Encode(shards); err != nil {
+		return fmt.Errorf("raid5: rebuild row %d: %w", row, err)
 	}
 	op.Write(target, dst, row*l.chunk)
 	op.Run()

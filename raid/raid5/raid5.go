@@ -139,6 +139,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 	return nil
 }
 
+// errRetry tells a write plan that a member failed while reading: plan the row again.
 var errRetry = fmt.Errorf("raid5: member failed, plan again")
 
 // rowWrite describes the part of one row a write touches.

@@ -140,20 +140,9 @@ func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
 		}
 		assert.Equal(t, wantRows, rs.Total, "seed %d: resync must cover exactly the rows of the marked regions %v", seed, writtenRegions)
 		assert.Less(t, rs.Total, int64(rows), "seed %d: resync must not cover the whole array", seed)
-		deadline := time.Now().Add(20 * time.Second)
-		for b.Status().Resync != nil {
-			require.True(t, time.Now().Before(deadline), "resync did not finish")
-			time.Sleep(time.Millisecond)
-		}
+		waitIdle(t, b)
 	}
-	got := make([]byte, size)
-	_, err = b.ReadAt(got, 0)
-	require.NoError(t, err)
-	for i := int64(0); i < size; i++ {
-		if !dirty[i] && got[i] != stable[i] {
-			t.Fatalf("seed %d: byte %d made durable before the crash reads %#x, want %#x", seed, i, got[i], stable[i])
-		}
-	}
+	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: after the crash", seed))
 	if level != stripe.RAID0 {
 		require.NoError(t, b.Check(), "seed %d: consistency after resync", seed)
 	}
@@ -242,32 +231,24 @@ func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
 	require.NoError(t, err, "seed %d", seed)
 	defer b.Close()
 	require.True(t, hasEvent(b.Status(), raid.EventRebuildStarted), "seed %d: the rebuild must resume", seed)
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		st := b.Status()
-		if st.Recovery == nil && st.Resync == nil {
-			require.False(t, st.Degraded, "seed %d: rebuild must complete: %+v", seed, st.Devices)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "seed %d: rebuild did not finish", seed)
-		time.Sleep(time.Millisecond)
-	}
-	got := make([]byte, size)
-	_, err = b.ReadAt(got, 0)
-	require.NoError(t, err)
-	for i := int64(0); i < size; i++ {
-		if !dirty[i] && got[i] != stable[i] {
-			t.Fatalf("seed %d: durable byte %d reads %#x, want %#x", seed, i, got[i], stable[i])
-		}
-	}
+	st := waitIdle(t, b)
+	require.False(t, st.Degraded, "seed %d: rebuild must complete: %+v", seed, st.Devices)
+	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: after the resumed rebuild", seed))
 	require.NoError(t, b.Check(), "seed %d: mirrors after the resumed rebuild", seed)
 	// Lose an original member: the rebuilt one must carry its copies.
 	require.NoError(t, b.FailMember(devs[1].Path))
-	_, err = b.ReadAt(got, 0)
-	require.NoError(t, err)
-	for i := int64(0); i < size; i++ {
+	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: without an original member", seed))
+}
+
+// requireDurable checks that every byte not marked dirty reads as stable.
+func requireDurable(t *testing.T, a *raid.Array, stable []byte, dirty []bool, what string) {
+	t.Helper()
+	got := make([]byte, len(stable))
+	_, err := a.ReadAt(got, 0)
+	require.NoError(t, err, what)
+	for i := range got {
 		if !dirty[i] && got[i] != stable[i] {
-			t.Fatalf("seed %d: without an original member, durable byte %d reads %#x, want %#x", seed, i, got[i], stable[i])
+			t.Fatalf("%s: durable byte %d reads %#x, want %#x", what, i, got[i], stable[i])
 		}
 	}
 }

@@ -22,6 +22,11 @@
 //     errors.ErrUnsupported when it cannot guarantee zeroes.
 //   - After Close every method except Size, Path and IsBlockDevice returns an
 //     error wrapping os.ErrClosed, including a second Close.
+//   - Every system call on a File's descriptor, vectored I/O included, runs
+//     under the os.File's reference to it (its own methods or
+//     RawConn.Control), never on a saved descriptor number. A Close racing
+//     with a call defers close(2) until the call returns, so the number can
+//     never be reused by another file underneath a call in flight.
 //
 // # Discard, Trim and ZeroRange on block devices
 //

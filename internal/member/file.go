@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -47,8 +48,10 @@ type File struct {
 	readOnly bool
 	// canDiscard: Discard frees space cheaply (probed at Open).
 	canDiscard bool
-	fd         int // for preadv/pwritev; valid until Close
-	closed     atomic.Bool
+	// rc reaches the descriptor under the os.File's reference count, so
+	// that a concurrent Close cannot recycle it (control, vectored).
+	rc     syscall.RawConn
+	closed atomic.Bool
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -80,7 +83,10 @@ func Open(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	m := &File{f: f, path: path, direct: opts.Direct, readOnly: opts.ReadOnly, lbs: 512}
-	m.fd = int(f.Fd()) // regular files and block devices are always in blocking mode
+	if m.rc, err = f.SyscallConn(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
 	if err := m.probe(); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -386,12 +392,8 @@ func (m *File) writeZeroes(off, n int64) error {
 // control runs fn on the file descriptor while holding a reference to it, so
 // that a concurrent Close cannot recycle the descriptor. EINTR is retried.
 func (m *File) control(fn func(fd int) error) error {
-	rc, err := m.f.SyscallConn()
-	if err != nil {
-		return err
-	}
 	var ferr error
-	cerr := rc.Control(func(fd uintptr) {
+	cerr := m.rc.Control(func(fd uintptr) {
 		for {
 			ferr = fn(int(fd))
 			if ferr != unix.EINTR {

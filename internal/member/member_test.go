@@ -487,3 +487,70 @@ func TestVectored(t *testing.T) {
 		})
 	}
 }
+
+// TestVectoredCloseRace closes a member in the window between a vectored
+// call's checks and its system call, then puts another file on the member's
+// old descriptor number, as a concurrent open elsewhere in the process
+// could. The stale call must fail with os.ErrClosed and leave the other file
+// alone, rather than read or write through the reused number.
+func TestVectoredCloseRace(t *testing.T) {
+	for _, write := range []bool{false, true} {
+		name := "readv"
+		if write {
+			name = "writev"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, other := filepath.Join(dir, "m"), filepath.Join(dir, "other")
+			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{0xaa}, 1<<16), 0o600))
+			require.NoError(t, os.WriteFile(other, bytes.Repeat([]byte{0xbb}, 1<<16), 0o600))
+			f, err := member.Open(path, member.Options{})
+			require.NoError(t, err)
+			fd := member.Descriptor(f)
+			require.GreaterOrEqual(t, fd, 0)
+			o, err := os.OpenFile(other, os.O_RDWR, 0)
+			require.NoError(t, err)
+			defer o.Close()
+			reused := false
+			defer member.SetVectorHook(func() {
+				require.NoError(t, f.Close())
+				// The descriptor number is free now unless the call holds it;
+				// take it for the other file.
+				rc, err := o.SyscallConn()
+				require.NoError(t, err)
+				require.NoError(t, rc.Control(func(ofd uintptr) {
+					reused = unix.Dup3(int(ofd), fd, unix.O_CLOEXEC) == nil
+				}))
+			})()
+			bufs := [][]byte{make([]byte, 4096), make([]byte, 4096)}
+			if write {
+				bufs = [][]byte{bytes.Repeat([]byte{1}, 4096), bytes.Repeat([]byte{2}, 4096)}
+				_, err = f.WritevAt(bufs, 0)
+			} else {
+				_, err = f.ReadvAt(bufs, 0)
+			}
+			require.True(t, reused, "descriptor %d was not reused", fd)
+			defer unix.Close(fd)
+			assert.ErrorIs(t, err, os.ErrClosed)
+			got, rerr := os.ReadFile(other)
+			require.NoError(t, rerr)
+			assert.True(t, bytes.Equal(bytes.Repeat([]byte{0xbb}, 1<<16), got), "the other file was written")
+			if !write {
+				assert.True(t, bytes.Equal(make([]byte, 4096), bufs[0]), "bytes were read from the other file")
+			}
+		})
+	}
+}
+
+// TestVectoredAllocs checks that the guarded vectored path allocates
+// nothing per call beyond what preadv itself needs.
+func TestVectoredAllocs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v")
+	require.NoError(t, member.CreateSparse(path, 1<<20))
+	f, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	bufs := [][]byte{make([]byte, 4096), make([]byte, 4096)}
+	allocs := testing.AllocsPerRun(100, func() { _, _ = f.ReadvAt(bufs, 0) })
+	assert.Zero(t, allocs)
+}

@@ -3,6 +3,7 @@ package member
 import (
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,16 +30,9 @@ func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	if m.direct || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
 		return readEach(m, bufs, off)
 	}
-	var n int
-	var err error
-	for {
-		n, err = unix.Preadv(m.fd, bufs, off)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	n, err := m.vectored(bufs, off, false)
 	if err != nil {
-		return 0, &os.PathError{Op: "preadv", Path: m.path, Err: err}
+		return 0, m.wrap("preadv", err)
 	}
 	if int64(n) < want { // short read (not expected on files): finish the rest one by one
 		k, err := readEach(m, skip(bufs, int64(n)), off+int64(n))
@@ -54,22 +48,72 @@ func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 	if m.direct || m.readOnly || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
 		return writeEach(m, bufs, off)
 	}
-	var n int
-	var err error
-	for {
-		n, err = unix.Pwritev(m.fd, bufs, off)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	n, err := m.vectored(bufs, off, true)
 	if err != nil {
-		return 0, &os.PathError{Op: "pwritev", Path: m.path, Err: err}
+		return 0, m.wrap("pwritev", err)
 	}
 	if int64(n) < want {
 		k, err := writeEach(m, skip(bufs, int64(n)), off+int64(n))
 		return n + k, err
 	}
 	return n, nil
+}
+
+// testHookVector, when set by a test, runs after a vectored call has
+// checked the member and before it takes the descriptor: the window in
+// which a concurrent Close can happen.
+var testHookVector func()
+
+// vcall is one guarded preadv or pwritev. Its run method value is bound
+// once, when the pool makes it, so that passing it to RawConn.Control
+// allocates nothing per call.
+type vcall struct {
+	bufs  [][]byte
+	off   int64
+	write bool
+	n     int
+	err   error
+	run   func(fd uintptr)
+}
+
+var vcallPool = sync.Pool{New: func() any {
+	c := new(vcall)
+	c.run = c.do
+	return c
+}}
+
+func (c *vcall) do(fd uintptr) {
+	for {
+		if c.write {
+			c.n, c.err = unix.Pwritev(int(fd), c.bufs, c.off)
+		} else {
+			c.n, c.err = unix.Preadv(int(fd), c.bufs, c.off)
+		}
+		if c.err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// vectored runs preadv or pwritev on the member's descriptor while holding
+// the os.File's reference to it (RawConn.Control), exactly as control does:
+// a concurrent Close then defers close(2) until the call returns, so the
+// descriptor number cannot be reused by another file under the call. After
+// Close it fails with os.ErrClosed and makes no system call.
+func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
+	if testHookVector != nil {
+		testHookVector()
+	}
+	c := vcallPool.Get().(*vcall)
+	c.bufs, c.off, c.write = bufs, off, write
+	cerr := m.rc.Control(c.run)
+	n, err := c.n, c.err
+	c.bufs, c.n, c.err = nil, 0, nil
+	vcallPool.Put(c)
+	if cerr != nil {
+		return 0, os.ErrClosed // the only way Control fails on an open-mode file
+	}
+	return n, err
 }
 
 // skip drops the first n bytes of bufs. It allocates; it serves only the

@@ -33,9 +33,11 @@ import (
 //
 // ID names a member by path, member UUID or role number; PATH is the
 // absolute path of a device the daemon opens itself. Errors are JSON
-// {"error": "..."} with a 4xx or 5xx status: 404 for an unknown array or
-// member, 409 when the array's state forbids the change, 400 for a bad
-// request or a device that cannot be opened.
+// {"error": "...", "code": "..."} with a 4xx or 5xx status: 404 for an
+// unknown array or member, 409 when the array's state forbids the change,
+// 400 for a bad request or a device that cannot be opened. The code names
+// the sentinel error (errcode.go) and the client turns it back into that
+// sentinel, so callers classify errors with errors.Is.
 
 // statusReply is the body of GET /v1/status.
 type statusReply struct {
@@ -92,8 +94,11 @@ type checkReply struct {
 	Seconds    float64 `json:"seconds"`
 }
 
+// errorReply is the body of every error answer. Code names the sentinel
+// the error wraps (errorCodes); it is empty for an error without one.
 type errorReply struct {
 	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
 }
 
 func (d *daemon) controlHandler() http.Handler {
@@ -129,11 +134,11 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s, err := d.lookup(name)
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, errorReply{err.Error()})
+		writeError(w, http.StatusNotFound, err)
 		return
 	}
 	if !s.checking.CompareAndSwap(false, true) {
-		writeJSON(w, http.StatusConflict, errorReply{fmt.Sprintf("a check of %q is already running", name)})
+		writeError(w, http.StatusConflict, fmt.Errorf("%w: %q", errCheckRunning, name))
 		return
 	}
 	defer s.checking.Store(false)
@@ -149,7 +154,7 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 		d.log.Warn("check finished: inconsistent", "array", name, "err", err)
 	default:
 		d.log.Error("check failed", "array", name, "err", err)
-		writeJSON(w, http.StatusInternalServerError, errorReply{err.Error()})
+		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, reply)
@@ -165,7 +170,7 @@ func (d *daemon) lookup(name string) (*servedArray, error) {
 		}
 		names[i] = strconv.Quote(a.cfg.Name)
 	}
-	return nil, fmt.Errorf("no array named %q is running (arrays: %s)", name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("%w: no array named %q is running (arrays: %s)", errNoArray, name, strings.Join(names, ", "))
 }
 
 // memberRequest is the body of the member management calls; each uses
@@ -191,24 +196,24 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	defer d.opsMu.RUnlock()
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 	if d.stopping {
-		writeJSON(w, http.StatusServiceUnavailable, errorReply{op + ": raidd is shutting down"})
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", op, errStopping))
 		return
 	}
 	s, err := d.lookup(r.PathValue("name"))
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, errorReply{err.Error()})
+		writeError(w, http.StatusNotFound, err)
 		return
 	}
 	var req memberRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorReply{fmt.Sprintf("%s: bad request body: %v", op, err)})
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%s: %w: body: %v", op, errBadRequest, err))
 		return
 	}
 	need := func(field, v string) bool {
 		if v == "" {
-			writeJSON(w, http.StatusBadRequest, errorReply{fmt.Sprintf("%s: %q is required", op, field)})
+			writeError(w, http.StatusBadRequest, fmt.Errorf("%s: %w: %q is required", op, errBadRequest, field))
 			return false
 		}
 		return true
@@ -249,7 +254,7 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		d.log.Warn("member change refused", "array", name, "op", op, "err", err)
-		writeJSON(w, memberErrorCode(err), errorReply{err.Error()})
+		writeError(w, memberErrorCode(err), err)
 		return
 	}
 	st := s.array.Status()
@@ -285,6 +290,9 @@ type badRequest struct{ error }
 
 func (e badRequest) Unwrap() error { return e.error }
 
+// Is makes every badRequest an errBadRequest too.
+func (e badRequest) Is(target error) bool { return target == errBadRequest }
+
 // memberErrorCode maps a member change error to an HTTP status.
 func memberErrorCode(err error) int {
 	var br badRequest
@@ -302,6 +310,11 @@ func memberErrorCode(err error) int {
 func (d *daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	writeMetrics(w, d.status())
+}
+
+// writeError answers with err and its protocol code.
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, errorReply{Error: err.Error(), Code: errorCode(err)})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -364,7 +377,7 @@ func (c *controlClient) doBody(ctx context.Context, method, path string, in, out
 	if resp.StatusCode != http.StatusOK {
 		var e errorReply
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+			return decodeError(e.Code, e.Error)
 		}
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
 	}

@@ -52,7 +52,7 @@ type eventJSON struct {
 // array called name.
 func (s *server) fullStatus(t testing.TB, name string) fullStatus {
 	t.Helper()
-	out := mustRaidd(t, "status", "--json", "--control", s.ctrl)
+	out := statusRaidd(t, "--json", "--control", s.ctrl)
 	var st struct {
 		Arrays []fullStatus `json:"arrays"`
 	}
@@ -476,7 +476,7 @@ func TestStatusHumanShowsRecovery(t *testing.T) {
 	mustRaidd(t, "add", "--control", srv.ctrl, arr.name, spare)
 	started := time.Now()
 
-	out := mustRaidd(t, "status", "--control", srv.ctrl)
+	out := statusRaidd(t, "--control", srv.ctrl)
 	assertHumanRebuild(t, out, spare)
 	assert.Contains(t, out, "DEGRADED")
 
@@ -509,7 +509,7 @@ func TestStatusHumanShowsRecovery(t *testing.T) {
 	assert.Equal(t, spare, st.Recovery.Path)
 	assert.GreaterOrEqual(t, st.Recovery.Done, ckRows, "the rebuild resumed from its checkpoint, not from row 0")
 	assertEvent(t, st, "rebuild-started", 1, spare)
-	assertHumanRebuild(t, mustRaidd(t, "status", "--control", srv.ctrl), spare)
+	assertHumanRebuild(t, statusRaidd(t, "--control", srv.ctrl), spare)
 	srv.stopOK(t)
 
 	// Without a rate limit the rest of the rebuild is quick.

@@ -69,4 +69,18 @@
 // 0 on success; 1 when the command fails, including when check finds an
 // inconsistent array or examine a member without a valid superblock; 2 for
 // a usage error (unknown command or flag, bad flag value).
+//
+// status exits like mdadm --detail --test, with the worst state of the
+// arrays it shows: 0 when all are fully redundant (clean, dirty or
+// resyncing), 1 when one is degraded (rebuilding included), 2 when one has
+// failed or could not be assembled, 4 when it could not read the status
+// at all (raidd not running, an unknown array name, a bad configuration).
+// A usage error exits 2 there too.
+//
+// # Errors across the control socket
+//
+// An error answer carries a code besides its message (errcode.go). The
+// daemon picks the code of the first sentinel the error wraps; the client
+// wraps the message around the same sentinel, so errors.Is(err,
+// raid.ErrNoMember) holds in the client exactly when it held in the daemon.
 package main

@@ -23,6 +23,30 @@ const (
 	exitUsage = 2 // bad flags or arguments
 )
 
+// Exit codes of raidd status (mdadm --detail --test's): the worst state of
+// the arrays shown, or exitNoStatus when there is no status to judge.
+const (
+	exitDegraded = 1 // an array runs without full redundancy
+	exitFailed   = 2 // an array has failed or could not be assembled
+	exitNoStatus = 4 // the status could not be read (raidd not running, bad configuration)
+)
+
+// exitCodeError makes a command exit with code. An empty message prints
+// nothing: the command has already said what there is to say.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e exitCodeError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e exitCodeError) Unwrap() error { return e.err }
+
 // usageError marks errors in the command line itself.
 type usageError struct{ error }
 
@@ -43,13 +67,19 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	// A joined error has one problem per line; prefix each.
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(stderr, "raidd: %s\n", line)
+	if msg := err.Error(); msg != "" {
+		for _, line := range strings.Split(msg, "\n") {
+			fmt.Fprintf(stderr, "raidd: %s\n", line)
+		}
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run 'raidd --help' for usage.\n")
 		return exitUsage
+	}
+	var ce exitCodeError
+	if errors.As(err, &ce) {
+		return ce.code
 	}
 	return exitError
 }

@@ -217,7 +217,7 @@ func TestServeEndToEnd(t *testing.T) {
 	assert.Positive(t, st.NBD.Writes)
 
 	code, _, errOut = raidd(t, "status", "--control", e.control, "nope")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitNoStatus, code)
 	assert.Contains(t, errOut, `no array named "nope" is running`)
 
 	// The control socket can also be found through the configuration.
@@ -282,10 +282,17 @@ func TestServeDegradedAndReadOnly(t *testing.T) {
 		e.array("stripe", "    export: ro\n    read_only: true\n", "s0.img", "s1.img"))
 	serve(t, cfg)
 
+	// status exits with the worst state of the arrays it shows, as mdadm
+	// --detail --test does.
 	code, out, errOut := raidd(t, "status", "--control", e.control)
-	require.Equal(t, 0, code, errOut)
+	require.Equal(t, exitDegraded, code, "a degraded array makes status exit 1: %s", errOut)
+	assert.Empty(t, errOut, "a state is not an error")
 	assert.Contains(t, out, "mirror: raid1, DEGRADED")
 	assert.Regexp(t, `stripe: raid0, \w+, .*export "ro", read-only`, out)
+	code, _, errOut = raidd(t, "status", "--control", e.control, "stripe")
+	assert.Equal(t, exitOK, code, "only the arrays shown count: %s", errOut)
+	code, _, errOut = raidd(t, "status", "--json", "--control", e.control, "mirror")
+	assert.Equal(t, exitDegraded, code, "--json exits the same way: %s", errOut)
 
 	m := dialNBD(t, "unix", e.nbdSock, "mirror")
 	p := pattern(8192, 9)
@@ -380,7 +387,7 @@ func TestCLIErrors(t *testing.T) {
 		"bad level and chunk":        {[]string{"create", "--name", "a", "--level", "6", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
 		"bad chunk":                  {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
 		"unknown config key":         {[]string{"serve", "--config", bad}, 1, "listen_adress"},
-		"status without daemon":      {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, 1, "raidd is not running"},
+		"status without daemon":      {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, exitNoStatus, "raidd is not running"},
 		"examine a non-member":       {[]string{"examine", bad}, 1, "no raidd superblock"},
 		"bad log level":              {[]string{"create", "--name", "a", "--level", "1", "--log-level", "loud", "/x"}, exitUsage, `"loud" is not debug`},
 	}

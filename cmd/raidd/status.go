@@ -52,7 +52,13 @@ write-intent bitmap, recent events and I/O counters. The control socket is
 found from --control, RAIDD_CONTROL or the configuration file.
 
 With --watch it redraws the status every --interval, with progress bars,
-until interrupted (exit 0) or until raidd goes away (exit 1).`,
+until interrupted (exit 0) or until raidd goes away (exit 4).
+
+Exit status, as mdadm --detail --test: 0 when every array shown is clean
+(or dirty, or resyncing: fully redundant); 1 when the worst is degraded;
+2 when any array has failed or could not be assembled; 4 when the status
+could not be read (raidd not running, bad configuration). A usage error
+also exits 2.`,
 		Example: `  raidd status
   raidd status --watch data
   raidd status --json | jq '.arrays[].state'`,
@@ -62,7 +68,7 @@ until interrupted (exit 0) or until raidd goes away (exit 1).`,
 	asJSON := cmd.Flags().Bool("json", false, "print the raw JSON status")
 	watch := cmd.Flags().BoolP("watch", "w", false, "redraw the status every --interval until interrupted")
 	interval := cmd.Flags().Duration("interval", time.Second, "redraw `interval` for --watch")
-	cmd.RunE = func(cmd *cobra.Command, names []string) error {
+	runStatus := func(cmd *cobra.Command, names []string) error {
 		if cmd.Flags().Changed("interval") && !*watch {
 			return usageError{errors.New("--interval applies to --watch")}
 		}
@@ -96,13 +102,46 @@ until interrupted (exit 0) or until raidd goes away (exit 1).`,
 			if err != nil {
 				return err
 			}
-			return render(c.stdout, st)
+			if err := render(c.stdout, st); err != nil {
+				return err
+			}
+			if code := worstState(st.Arrays); code != exitOK {
+				return exitCodeError{code: code}
+			}
+			return nil
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return watchStatus(ctx, c.stdout, *interval, !*asJSON && isTerminal(c.stdout), fetch, render)
 	}
+	cmd.RunE = func(cmd *cobra.Command, names []string) error {
+		return statusExit(runStatus(cmd, names))
+	}
 	return cmd
+}
+
+// statusExit gives every error of status that is not a usage error or an
+// array state exitNoStatus.
+func statusExit(err error) error {
+	if err == nil || errors.As(err, new(usageError)) || errors.As(err, new(exitCodeError)) {
+		return err
+	}
+	return exitCodeError{exitNoStatus, err}
+}
+
+// worstState returns the exit code of the worst array state in arrays:
+// exitFailed, exitDegraded or exitOK.
+func worstState(arrays []arrayStatus) int {
+	code := exitOK
+	for _, a := range arrays {
+		switch {
+		case a.Failed:
+			return exitFailed
+		case a.Degraded:
+			code = exitDegraded
+		}
+	}
+	return code
 }
 
 // watchStatus redraws the status every interval until ctx ends (nil) or

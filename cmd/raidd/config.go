@@ -35,6 +35,10 @@ type Config struct {
 	Control string `mapstructure:"control"`
 	// MetricsListen is an optional TCP address serving /metrics only.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// Strict makes serve refuse to start when any configured array cannot
+	// be assembled; by default it serves the others and reports that one
+	// as failed.
+	Strict bool `mapstructure:"strict"`
 	// ShutdownTimeout bounds how long a graceful stop waits for NBD requests
 	// in flight before closing connections.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
@@ -120,6 +124,7 @@ var scalarDefaults = map[string]any{
 	"on_event":              "",
 	"control":               defaultControl,
 	"metrics_listen":        "",
+	"strict":                false,
 	"shutdown_timeout":      defaultShutdownTimeout,
 	"log.level":             "info",
 	"log.format":            "text",

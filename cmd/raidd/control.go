@@ -49,9 +49,12 @@ type statusReply struct {
 	NBD     nbdStats      `json:"nbd"`
 }
 
-// arrayStatus is raid.Status plus the export it is served as.
+// arrayStatus is raid.Status plus the export it is served as. An array
+// that could not be assembled has only its name, export, state "failed"
+// and Error, the reason.
 type arrayStatus struct {
 	Export string `json:"export"`
+	Error  string `json:"error,omitempty"`
 	raid.Status
 }
 
@@ -116,10 +119,14 @@ func (d *daemon) status() statusReply {
 	r := statusReply{
 		Version: version, PID: os.Getpid(), Started: d.started,
 		Listen: d.cfg.Listen, NBD: toNBDStats(d.nbd.Stats()),
-		Arrays: make([]arrayStatus, len(d.arrays)),
+		Arrays: make([]arrayStatus, len(d.arrays), len(d.arrays)+len(d.broken)),
 	}
 	for i, s := range d.arrays {
 		r.Arrays[i] = arrayStatus{Export: s.cfg.exportName(), Status: s.array.Status()}
+	}
+	for _, b := range d.broken {
+		r.Arrays = append(r.Arrays, arrayStatus{Export: b.cfg.exportName(), Error: b.err.Error(),
+			Status: raid.Status{Name: b.cfg.Name, State: "failed", Failed: true, ReadOnly: b.cfg.ReadOnly}})
 	}
 	return r
 }
@@ -169,6 +176,11 @@ func (d *daemon) lookup(name string) (*servedArray, error) {
 			return a, nil
 		}
 		names[i] = strconv.Quote(a.cfg.Name)
+	}
+	for _, b := range d.broken {
+		if b.cfg.Name == name {
+			return nil, fmt.Errorf("%w: array %q could not be assembled when raidd started (%v); fix it and restart raidd", errNotAssembled, name, b.err)
+		}
 	}
 	return nil, fmt.Errorf("%w: no array named %q is running (arrays: %s)", errNoArray, name, strings.Join(names, ", "))
 }

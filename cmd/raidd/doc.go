@@ -36,9 +36,13 @@
 // serve opens every member with an exclusive flock on its path (a shared
 // one for read-only arrays) and, for block devices, O_EXCL, so that two
 // raidd processes, or raidd and md or a mount, never drive one member.
-// It assembles every array (refusing to start if any array cannot be
-// assembled, and naming each refused member), opens every listener, then
-// reports READY=1 to systemd (Type=notify). SIGINT and SIGTERM stop it
+// It assembles every array, opens every listener, then reports READY=1 to
+// systemd (Type=notify). An array that cannot be assembled (each refused
+// member named with the reason) is left out: the others are served, and
+// status, /metrics (raidd_array_failed, raidd_array_assembled) and an
+// array-failed event report it as failed with the reason. With strict
+// (--strict) serve refuses to start instead, as it does when no array can
+// be assembled. SIGINT and SIGTERM stop it
 // gracefully: STOPPING=1, nbd.Server.Shutdown within shutdown_timeout, then
 // raid.Array.Close, which syncs the members and marks the arrays clean. A
 // second signal kills the process. SIGHUP is logged and ignored.

@@ -51,6 +51,7 @@ func writeMetrics(w io.Writer, st statusReply) {
 	for _, a := range st.Arrays {
 		sample("raidd_array_info", []string{"array", a.Name, "export", a.Export, "level", a.Level, "uuid", a.UUID}, 1)
 	}
+	perArray("raidd_array_assembled", "gauge", "1 if the array is assembled and served; 0 if it could not be assembled at start (then raidd_array_failed is 1).", func(a *arrayStatus) float64 { return bool01(a.Error == "") })
 	perArray("raidd_array_size_bytes", "gauge", "Usable array size.", func(a *arrayStatus) float64 { return float64(a.Size) })
 	perArray("raidd_array_chunk_bytes", "gauge", "Chunk size.", func(a *arrayStatus) float64 { return float64(a.Chunk) })
 	perArray("raidd_array_degraded", "gauge", "1 if the array runs without full redundancy.", func(a *arrayStatus) float64 { return bool01(a.Degraded) })

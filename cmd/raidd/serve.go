@@ -57,11 +57,20 @@ type servedArray struct {
 	checking atomic.Bool // a check started through the control API is running
 }
 
+// brokenArray is a configured array that could not be assembled; serve
+// runs without it (unless strict) and reports it as failed.
+type brokenArray struct {
+	cfg ArrayConfig
+	err error
+}
+
 // daemon is a running raidd serve.
 type daemon struct {
-	cfg     *Config
-	log     *slog.Logger
-	arrays  []*servedArray
+	cfg    *Config
+	log    *slog.Logger
+	arrays []*servedArray
+	// broken lists the configured arrays that could not be assembled.
+	broken  []brokenArray
 	nbd     *nbd.Server
 	started time.Time
 	hooks   *hookRunner // runs on_event; nil if none
@@ -85,9 +94,12 @@ under its name. --name, --read-only, --direct, --write-mostly and the
 rebuild rates apply only to that array (configured arrays have keys for
 them). Spares are listed like any other member.
 
-It refuses to start if any array cannot be assembled, naming each member
-that was refused and why. Under systemd (Type=notify) it reports readiness
-once every listener is open. SIGINT or SIGTERM stops it gracefully: NBD
+An array that cannot be assembled does not stop the others: serve logs why,
+serves the rest, and 'raidd status' (and /metrics) report that array as
+failed with the reason ('raidd status' then exits 2). With --strict (strict:
+true) serve refuses to start instead, naming each member that was refused
+and why; it also refuses when no array at all can be assembled. Under
+systemd (Type=notify) it reports readiness once every listener is open. SIGINT or SIGTERM stops it gracefully: NBD
 requests in flight are answered, members are synced and the arrays are
 marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 		Example: `  raidd serve --config /etc/raidd/raidd.yaml
@@ -100,6 +112,8 @@ marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 	keys := listenFlags(fs)
 	fs.String("metrics-listen", "", "TCP `address` that serves Prometheus /metrics (default none)")
 	keys["metrics-listen"] = "metrics_listen"
+	fs.Bool("strict", false, "refuse to start if any configured array cannot be assembled (default: serve the others)")
+	keys["strict"] = "strict"
 	af := arrayFlags(fs)
 	for k, v := range logFlags(fs) {
 		keys[k] = v
@@ -394,7 +408,15 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 	for _, u := range uris {
 		log.Info("export " + u)
 	}
-	if err := sdNotify(fmt.Sprintf("READY=1\nSTATUS=serving %d export(s) on %s", len(d.arrays), strings.Join(cfg.Listen, ", "))); err != nil {
+	notReady := ""
+	if n := len(d.broken); n > 0 {
+		names := make([]string, n)
+		for i, b := range d.broken {
+			names[i] = b.cfg.Name
+		}
+		notReady = fmt.Sprintf("; %d array(s) FAILED to assemble: %s", n, strings.Join(names, ", "))
+	}
+	if err := sdNotify(fmt.Sprintf("READY=1\nSTATUS=serving %d export(s) on %s%s", len(d.arrays), strings.Join(cfg.Listen, ", "), notReady)); err != nil {
 		log.Warn("cannot notify the service manager", "err", err)
 	}
 	if ready != nil {
@@ -466,18 +488,22 @@ func uriEscape(s string, slash bool) string {
 }
 
 // assemble opens the members of every configured array and assembles the
-// arrays. On failure it closes whatever it opened and returns every
-// problem at once.
+// arrays. An array that cannot be assembled is recorded in d.broken, and
+// reported as an array-failed event, while the others are served. It
+// fails, closing whatever it opened and returning every problem at once,
+// when the configuration is strict and an array failed, or when no array
+// could be assembled.
 func (d *daemon) assemble() error {
 	var errs []error
+	var onEvent func(raid.Event)
+	if d.hooks != nil {
+		onEvent = d.hooks.enqueue
+	}
 	for _, ac := range d.cfg.Arrays {
-		var onEvent func(raid.Event)
-		if d.hooks != nil {
-			onEvent = d.hooks.enqueue
-		}
 		a, err := assembleArray(ac, d.log, onEvent)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("array %s: %w", ac.Name, err))
+			d.broken = append(d.broken, brokenArray{cfg: ac, err: err})
 			continue
 		}
 		d.arrays = append(d.arrays, &servedArray{cfg: ac, array: a})
@@ -485,8 +511,17 @@ func (d *daemon) assemble() error {
 		d.log.Info("array started", "array", ac.Name, "export", ac.exportName(), "level", st.Level,
 			"size", st.Size, "state", st.State, "read_only", st.ReadOnly)
 	}
-	if len(errs) > 0 {
+	switch {
+	case len(errs) > 0 && d.cfg.Strict:
 		return errors.Join(append(errs, d.closeArrays())...)
+	case len(errs) > 0 && len(d.arrays) == 0:
+		return errors.Join(append(errs, errors.New("no array could be assembled, so there is nothing to serve"))...)
+	}
+	for _, b := range d.broken {
+		d.log.Error("array not assembled; serving the others (--strict refuses to start instead)", "array", b.cfg.Name, "err", b.err)
+		if onEvent != nil {
+			onEvent(raid.Event{Time: time.Now(), Kind: raid.EventFailed, Array: b.cfg.Name, Role: -1, Detail: "not assembled: " + b.err.Error()})
+		}
 	}
 	return nil
 }

@@ -265,6 +265,13 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 	fmt.Fprintf(w, "NBD: %d active connection(s), %d total; %d reads, %d writes, %d flushes, %d error replies\n",
 		n.ActiveConnections, n.Connections, n.Reads, n.Writes, n.Flushes, n.ErrorReplies)
 	for _, a := range st.Arrays {
+		if a.Error != "" {
+			fmt.Fprintf(w, "\n%s: FAILED, not assembled, export %q not served\n", a.Name, a.Export)
+			for _, line := range strings.Split(a.Error, "\n") {
+				fmt.Fprintf(w, "  reason: %s\n", line)
+			}
+			continue
+		}
 		fmt.Fprintf(w, "\n%s: %s, %s, %s (%d bytes), chunk %s, export %q",
 			a.Name, a.Level, strings.ToUpper(a.State), formatSize(a.Size), a.Size, formatSize(a.Chunk), a.Export)
 		if a.ReadOnly {

@@ -204,13 +204,7 @@ type memberReply struct {
 
 // handleMember serves fail, remove, add and replace.
 func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
-	d.opsMu.RLock()
-	defer d.opsMu.RUnlock()
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	if d.stopping {
-		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", op, errStopping))
-		return
-	}
 	s, err := d.lookup(r.PathValue("name"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
@@ -230,6 +224,29 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
+	// Open a new device before taking opsMu: the path is the client's, and
+	// however long its open takes, it must not hold up shutdown.
+	var dev raid.Device
+	switch {
+	case op == "add" && need("path", req.Path):
+		dev, err = d.openNew(s, req.Path)
+	case op == "replace" && need("old", req.Old) && need("new", req.New):
+		dev, err = d.openNew(s, req.New)
+	case op == "add" || op == "replace":
+		return // need answered
+	}
+	handed := false // the array owns dev once AddMember or ReplaceMember is called
+	defer func() {
+		if dev.Member != nil && !handed {
+			_ = dev.Member.Close()
+		}
+	}()
+	d.opsMu.RLock()
+	defer d.opsMu.RUnlock()
+	if d.stopping {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", op, errStopping))
+		return
+	}
 	name := s.cfg.Name
 	var msg string
 	switch op {
@@ -246,21 +263,13 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		err = s.array.RemoveMember(req.Member)
 		msg = fmt.Sprintf("%s: %s removed", name, req.Member)
 	case "add":
-		if !need("path", req.Path) {
-			return
-		}
-		var dev raid.Device
-		if dev, err = d.openNew(s, req.Path); err == nil {
-			err = s.array.AddMember(dev, req.Force)
+		if err == nil {
+			handed, err = true, s.array.AddMember(dev, req.Force)
 		}
 		msg = fmt.Sprintf("%s: %s added", name, req.Path)
 	case "replace":
-		if !need("old", req.Old) || !need("new", req.New) {
-			return
-		}
-		var dev raid.Device
-		if dev, err = d.openNew(s, req.New); err == nil {
-			err = s.array.ReplaceMember(req.Old, dev, req.Force)
+		if err == nil {
+			handed, err = true, s.array.ReplaceMember(req.Old, dev, req.Force)
 		}
 		msg = fmt.Sprintf("%s: replacing %s with %s", name, req.Old, req.New)
 	}

@@ -30,8 +30,12 @@ func (m *lockedMember) Close() error {
 // openMember opens path as a member and locks it. readOnly opens it with
 // O_RDONLY and takes a shared lock, so several readers (raidd examine) may
 // look at a member that no writer holds.
+//
+// Neither open blocks on what path names: a FIFO, terminal or other
+// non-regular, non-block file is refused by its type before it is opened
+// (member.OpenPlain, member.Open).
 func openMember(path string, readOnly, direct bool) (*lockedMember, error) {
-	lock, err := os.Open(path)
+	lock, err := member.OpenPlain(path, true)
 	if err != nil {
 		return nil, err
 	}

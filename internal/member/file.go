@@ -58,27 +58,38 @@ type File struct {
 // the file's size (st_size) or the device's size (BLKGETSIZE64) at the time
 // of the call, rounded down to DirectAlignment when opts.Direct is set.
 //
+// Open never blocks on what path names: it checks the file type before
+// opening (a FIFO or a terminal would block open(2) forever), opens with
+// O_NONBLOCK in case the path changed in between, checks the type again on
+// the open descriptor, and only then switches the descriptor to blocking
+// mode.
+//
 // Errors: those of open(2) (wrapped in *os.PathError; with opts.Direct a file
 // system without O_DIRECT support fails with EINVAL), ErrFileType for
 // anything but a regular file or block device, ioctl errors from probing a
 // block device, and errors.ErrUnsupported for Direct on a device whose
 // logical block size exceeds DirectAlignment.
 func Open(path string, opts Options) (*File, error) {
-	flags := os.O_RDWR
+	flags := unix.O_RDWR
 	if opts.ReadOnly {
-		flags = os.O_RDONLY
+		flags = unix.O_RDONLY
 	}
 	if opts.Direct {
 		flags |= unix.O_DIRECT
 	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkType(path, fi.Mode()); err != nil {
+		return nil, err
+	}
 	// O_EXCL without O_CREAT means "exclusive claim" only for block
 	// devices; never pass it for anything else.
-	if opts.Exclusive {
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
-			flags |= os.O_EXCL
-		}
+	if opts.Exclusive && fi.Mode().Type() == os.ModeDevice {
+		flags |= unix.O_EXCL
 	}
-	f, err := os.OpenFile(path, flags, 0)
+	f, err := openChecked(path, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +103,93 @@ func Open(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// OpenPlain opens path as Open would, read-only or read-write, with the
+// same type checks and without ever blocking on a FIFO or a terminal, and
+// returns the plain *os.File (for example to hold an advisory lock on a
+// member). Errors: as Open's.
+func OpenPlain(path string, readOnly bool) (*os.File, error) {
+	flags := unix.O_RDWR
+	if readOnly {
+		flags = unix.O_RDONLY
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkType(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	return openChecked(path, flags)
+}
+
+// openChecked opens path with O_NONBLOCK, verifies on the descriptor that
+// it is a regular file or block device, and clears O_NONBLOCK.
+func openChecked(path string, flags int) (*os.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, flags|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFBLK {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("member: %s is %s, not a regular file or block device: %w", path, typeName(t), ErrFileType)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		_ = unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// checkType returns an error wrapping ErrFileType, naming the path and its
+// type, unless mode is a regular file or a block device.
+func checkType(path string, mode os.FileMode) error {
+	switch mode.Type() {
+	case 0, os.ModeDevice:
+		return nil
+	}
+	var t uint32
+	switch mode.Type() {
+	case os.ModeNamedPipe:
+		t = unix.S_IFIFO
+	case os.ModeDevice | os.ModeCharDevice:
+		t = unix.S_IFCHR
+	case os.ModeDir:
+		t = unix.S_IFDIR
+	case os.ModeSocket:
+		t = unix.S_IFSOCK
+	}
+	return fmt.Errorf("member: %s is %s, not a regular file or block device: %w", path, typeName(t), ErrFileType)
+}
+
+// typeName describes a file type (S_IFMT bits) for messages.
+func typeName(t uint32) string {
+	switch t {
+	case unix.S_IFIFO:
+		return "a FIFO (named pipe)"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return "of an unknown file type"
 }
 
 // probe fills in size, block and lbs from fstat and the block-device ioctls.
@@ -133,7 +231,7 @@ func (m *File) probe() error {
 		m.size, m.lbs = int64(size), int64(lbs)
 		m.canDiscard = !m.readOnly && discardMaxBytes(uint64(st.Rdev)) > 0
 	default:
-		return fmt.Errorf("member: open %s (mode %#o): %w", m.path, st.Mode&unix.S_IFMT, ErrFileType)
+		return fmt.Errorf("member: %s is %s, not a regular file or block device: %w", m.path, typeName(st.Mode&unix.S_IFMT), ErrFileType)
 	}
 	if m.direct {
 		if m.lbs > DirectAlignment {

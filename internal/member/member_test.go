@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,33 @@ func TestOpen(t *testing.T) {
 	t.Run("char_device", func(t *testing.T) {
 		_, err := member.Open("/dev/null", member.Options{})
 		assert.ErrorIs(t, err, member.ErrFileType)
+	})
+	t.Run("fifo", func(t *testing.T) {
+		// open(2) of a FIFO blocks until the other end opens: Open must
+		// refuse it without opening it that way, in every mode.
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		require.NoError(t, unix.Mkfifo(fifo, 0o600))
+		opens := map[string]func() error{
+			"read_only":  func() error { _, err := member.Open(fifo, member.Options{ReadOnly: true}); return err },
+			"read_write": func() error { _, err := member.Open(fifo, member.Options{Exclusive: true}); return err },
+			"plain":      func() error { _, err := member.OpenPlain(fifo, true); return err },
+		}
+		for name, open := range opens {
+			done := make(chan error, 1)
+			go func() { done <- open() }()
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, member.ErrFileType, name)
+				assert.ErrorContains(t, err, "FIFO", name)
+			case <-time.After(5 * time.Second):
+				// Unblock the stuck open so the test can end.
+				w, _ := os.OpenFile(fifo, os.O_RDWR, 0)
+				if w != nil {
+					_ = w.Close()
+				}
+				t.Fatalf("%s: Open of a FIFO blocked", name)
+			}
+		}
 	})
 	t.Run("size_fixed_at_open", func(t *testing.T) {
 		path := tempMember(t, 8192)

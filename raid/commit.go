@@ -1,0 +1,168 @@
+package raid
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/raidd/raidd/raid/superblock"
+)
+
+// commit bumps the event counter and writes the table to every member that
+// is in use, syncing each. A member whose superblock cannot be written is
+// marked failed and the commit is retried without it. Callers hold cfgMu.
+func (a *Array) commit() error {
+	if a.readOnly {
+		return nil
+	}
+	for {
+		a.meta.Events++
+		a.meta.UpdateTime = time.Now().UnixNano()
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			bad    []int
+			errs   []error
+			writes int
+		)
+		for i, mi := range a.meta.Members {
+			s := a.slots[mi.UUID]
+			if s == nil || (mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding && mi.State != superblock.MemberSpare) {
+				continue
+			}
+			m := a.meta.Clone()
+			m.Role, m.MemberUUID = mi.Role, mi.UUID
+			writes++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := superblock.Write(s.dev, m)
+				if err == nil {
+					err = s.dev.Sync()
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					bad = append(bad, i)
+					errs = append(errs, &MemberError{Op: "superblock", Member: int(mi.Role), Path: s.path, Offset: -1, Err: err})
+					return
+				}
+				s.events = m.Events
+			}()
+		}
+		wg.Wait()
+		if len(bad) == 0 {
+			return nil
+		}
+		for _, i := range bad {
+			mi := &a.meta.Members[i]
+			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", a.slots[mi.UUID].path, "err", errors.Join(errs...))
+			mi.State = superblock.MemberFailed
+			a.slots[mi.UUID].note = "superblock write failed"
+		}
+		if len(bad) == writes {
+			return errors.Join(errs...)
+		}
+	}
+}
+
+// handleFailures marks the members that failed during op as failed,
+// persists that on the survivors and publishes the new View. It runs before
+// the request that saw the failure is acknowledged, under its stripe locks.
+func (a *Array) handleFailures(op *Op) {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	a.markFailed(op.v, op.failed, op.errs[:])
+}
+
+// markFailed records the members in mask (roles of view v) as failed,
+// commits and publishes. errs is indexed by role. Callers hold cfgMu.
+func (a *Array) markFailed(v *View, mask uint64, errs []error) {
+	changed := false
+	for m := 0; m < a.geo.Members(); m++ {
+		if mask&(1<<uint(m)) == 0 {
+			continue
+		}
+		for i := range a.meta.Members {
+			mi := &a.meta.Members[i]
+			if int(mi.Role) != m || (mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding) {
+				continue
+			}
+			s := a.slots[mi.UUID]
+			if s == nil || s.dev != v.devs[m] {
+				continue
+			}
+			wasRebuilding := mi.State == superblock.MemberRebuilding
+			mi.State = superblock.MemberFailed
+			detail := ""
+			if errs[m] != nil {
+				s.note = errs[m].Error()
+				detail = s.note
+			}
+			changed = true
+			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
+			if j := a.job; j != nil && j.role == m {
+				switch {
+				case j.kind == jobReplace && !wasRebuilding:
+					a.promoteReplacement(m)
+				case j.target == s:
+					a.job = nil
+					j.cancel()
+					a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+					a.event(Event{Kind: EventRebuildStopped, Role: m, Path: s.path, Detail: "the member being rebuilt failed"})
+				}
+			}
+		}
+	}
+	if !changed {
+		return
+	}
+	if err := a.commit(); err != nil {
+		a.log.Error("cannot record member failure on any member", "err", err)
+	}
+	a.publish()
+	if a.view.Load().failed {
+		a.event(Event{Kind: EventFailed, Role: -1, Detail: "more members lost than " + a.geo.Level().String() + " tolerates"})
+		return
+	}
+	a.event(Event{Kind: EventDegraded, Role: -1})
+	a.claimSpares()
+}
+
+// syncMembers fdatasyncs every writable member in parallel. A member that
+// fails to sync is marked failed; the error is returned only if the array
+// has failed. Callers hold cfgMu.
+func (a *Array) syncMembers() error {
+	v := a.view.Load()
+	var wg sync.WaitGroup
+	errs := make([]error, len(v.devs))
+	var mask uint64
+	for m, d := range v.devs {
+		if d == nil || v.writable&(1<<uint(m)) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[m] = d.Sync()
+			if r := v.repl[m]; r != nil {
+				_ = r.Sync() // a replacement that cannot sync fails on its next write
+			}
+		}()
+	}
+	wg.Wait()
+	for m, err := range errs {
+		if err != nil {
+			mask |= 1 << uint(m)
+			errs[m] = &MemberError{Op: "sync", Member: m, Offset: -1, Err: err}
+		}
+	}
+	if mask == 0 {
+		return nil
+	}
+	a.markFailed(v, mask, errs)
+	if a.view.Load().failed {
+		return errors.Join(ErrFailed, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,287 @@
+package raid
+
+import "errors"
+
+func (a *Array) checkRange(off, n int64, write bool) error {
+	if off < 0 || n < 0 || off > a.geo.Size() || n > a.geo.Size()-off {
+		return rangeError(write, off, n, a.geo.Size())
+	}
+	if write && a.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// ReadAt reads len(p) bytes at array offset off. It follows io.ReaderAt:
+// it returns len(p), nil or an error. p is owned by the caller and not
+// retained. Reads are served around failed members; a member that fails
+// during the read is marked failed before ReadAt returns. Errors: ErrRange
+// (wraps EINVAL), ErrFailed (wraps EIO) joined with the member errors,
+// ErrClosed.
+func (a *Array) ReadAt(p []byte, off int64) (int, error) {
+	if err := a.enter(); err != nil {
+		return 0, err
+	}
+	defer a.leave()
+	if err := a.checkRange(off, int64(len(p)), false); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	op := a.getOp()
+	defer a.putOp(op)
+	if op.v.failed {
+		return 0, ErrFailed
+	}
+	// A read that must reconstruct runs under the stripe locks. A degraded
+	// RAID5 read takes them at once; any other read takes them only if the
+	// layout finds it needs them (a read error, a member lost meanwhile).
+	first, last := a.geo.StripeRange(off, int64(len(p)))
+	lock := func() {
+		a.locks.RLock(first, last)
+		op.v, op.locked = a.view.Load(), true
+	}
+	if a.lockDegradedReads && op.v.Degraded() {
+		lock()
+	}
+	err := a.layout.ReadAt(op, p, off)
+	if errors.Is(err, ErrNeedLock) && !op.locked {
+		lock()
+		err = a.layout.ReadAt(op, p, off)
+	}
+	if op.settle() {
+		a.handleFailures(op) // before unlocking: the failure is recorded first
+	}
+	if op.locked {
+		a.locks.RUnlock(first, last)
+	}
+	a.clientOps.Add(1)
+	if err != nil {
+		return 0, a.ioError(op, err)
+	}
+	a.stats.clientRead.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (a *Array) ioError(op *Op, err error) error {
+	if errors.Is(err, ErrTooManyFailures) || op.failed != 0 {
+		return errors.Join(ErrFailed, op.memberErrors())
+	}
+	return err
+}
+
+// WriteAt writes p at array offset off on every member that needs it and
+// returns len(p), nil once the data is on all writable members (not
+// necessarily durable: see Sync and WriteAtFUA). p is owned by the caller
+// and not retained. Errors: ErrRange (wraps ENOSPC), ErrReadOnly (EPERM),
+// ErrFailed (EIO), ErrClosed.
+func (a *Array) WriteAt(p []byte, off int64) (int, error) {
+	if err := a.write(p, off, int64(len(p)), wkData, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteAtFUA is WriteAt that returns only once the data, its parity and
+// the superblock state are durable on every member written.
+func (a *Array) WriteAtFUA(p []byte, off int64) (int, error) {
+	if err := a.write(p, off, int64(len(p)), wkData, true); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Discard makes [off, off+n) read as zeroes, releasing member space where
+// the members can (punched holes), and keeps mirrors and parity consistent
+// with what the range now reads as. Whole parity stripes are discarded on
+// every member; partial ones are written as zeroes, whose aligned all-zero
+// pieces become holes.
+func (a *Array) Discard(off, n int64) error {
+	return a.write(nil, off, n, wkDiscard, false)
+}
+
+// DiscardFUA is Discard followed by making the result durable.
+func (a *Array) DiscardFUA(off, n int64) error {
+	return a.write(nil, off, n, wkDiscard, true)
+}
+
+// WriteZeroes makes [off, off+n) read as zeroes. With noHole the space
+// stays allocated (zeroes are written); without it holes are allowed and
+// it behaves like Discard.
+func (a *Array) WriteZeroes(off, n int64, noHole bool) error {
+	if noHole {
+		return a.write(nil, off, n, wkZeroesNoHole, false)
+	}
+	return a.write(nil, off, n, wkDiscard, false)
+}
+
+// WriteZeroesFUA is WriteZeroes followed by making the result durable.
+func (a *Array) WriteZeroesFUA(off, n int64, noHole bool) error {
+	if noHole {
+		return a.write(nil, off, n, wkZeroesNoHole, true)
+	}
+	return a.write(nil, off, n, wkDiscard, true)
+}
+
+type writeKind uint8
+
+const (
+	wkData writeKind = iota
+	wkDiscard
+	wkZeroesNoHole
+)
+
+func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	if err := a.checkRange(off, n, true); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := a.beginWrite(); err != nil {
+		return err
+	}
+	defer a.endWrite()
+	a.clientOps.Add(1)
+	rowLo, rowHi := a.geo.RowRange(off, n)
+	if err := a.markWrite(rowLo, rowHi); err != nil {
+		return err
+	}
+	defer a.doneWrite(rowLo, rowHi)
+	first, last := a.geo.StripeRange(off, n)
+	if kind == wkData {
+		a.stats.clientWritten.Add(n)
+		if a.coalescable(off, n, first, last) {
+			return a.writeGathered(p, off, first, fua)
+		}
+	}
+	if a.lockWrite {
+		a.locks.Lock(first, last)
+		defer a.locks.Unlock(first, last)
+	}
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked = true
+	if op.v.failed {
+		return ErrFailed
+	}
+	var err error
+	switch kind {
+	case wkData:
+		err = a.layout.WriteAt(op, p, off)
+	case wkDiscard:
+		err = a.layout.Discard(op, off, n)
+		a.stats.clientZeroed.Add(n)
+	case wkZeroesNoHole:
+		op.Zero, op.noElide = true, true
+		err = a.writeZeroes(op, off, n)
+		a.stats.clientZeroed.Add(n)
+	}
+	if err == nil && fua {
+		a.syncTouched(op)
+	}
+	return a.finishWrite(op, err)
+}
+
+// syncTouched makes the members op wrote durable (FUA).
+func (a *Array) syncTouched(op *Op) {
+	for m := 0; m < a.geo.Members(); m++ {
+		if op.touched&(1<<uint(m)) != 0 && op.Writable(m) {
+			op.queue(ioSync, m, nil, 0, 0)
+		}
+	}
+	op.Run()
+}
+
+// finishWrite records member failures seen by a write (before it is
+// acknowledged) and returns the write's result.
+func (a *Array) finishWrite(op *Op, err error) error {
+	if op.settle() {
+		a.handleFailures(op)
+		if a.view.Load().failed {
+			return errors.Join(ErrFailed, op.memberErrors())
+		}
+	}
+	if err != nil {
+		return a.ioError(op, err)
+	}
+	return nil
+}
+
+// writeZeroes writes zeroes chunk by chunk from the shared zero buffer.
+func (a *Array) writeZeroes(op *Op, off, n int64) error {
+	chunk := a.geo.Chunk()
+	for n > 0 {
+		k := min(n, chunk-off%chunk)
+		if err := a.layout.WriteAt(op, a.zero[:k], off); err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+// Sync returns once every write acknowledged before it was called is
+// durable on every member that holds it. A member that fails to sync is
+// marked failed; Sync fails only if the array has failed.
+func (a *Array) Sync() error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	op := a.getOp()
+	defer a.putOp(op)
+	if op.v.failed {
+		return ErrFailed
+	}
+	for m, d := range op.v.devs {
+		if d != nil && op.Writable(m) {
+			op.queue(ioSync, m, nil, 0, 0)
+		}
+	}
+	op.Run()
+	if op.failed != 0 {
+		a.handleFailures(op)
+		if a.view.Load().failed {
+			return errors.Join(ErrFailed, op.memberErrors())
+		}
+	}
+	return nil
+}
+
+// CanFastZero reports whether WriteZeroes without NO_HOLE is cheaper than
+// writing: true when every member can punch holes.
+func (a *Array) CanFastZero() bool {
+	v := a.view.Load()
+	for _, d := range v.devs {
+		if d == nil {
+			continue
+		}
+		if z, ok := d.(interface{ CanDiscard() bool }); !ok || !z.CanDiscard() {
+			return false
+		}
+	}
+	return true
+}
+
+// CanMultiConn is true: Sync flushes every member, so a FLUSH on any
+// connection makes every acknowledged write durable.
+func (a *Array) CanMultiConn() bool { return true }
+
+// BlockSizes returns the NBD block size constraints: minimum 1 byte (any
+// alignment works), preferred the largest power of two not above the full
+// stripe width (the protocol requires a power of two), maximum 32 MiB.
+func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
+	w := a.geo.StripeWidth()
+	pref := int64(4096)
+	for pref*2 <= w && pref*2 <= 32<<20 {
+		pref *= 2
+	}
+	return 1, uint32(pref), 32 << 20
+}

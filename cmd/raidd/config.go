@@ -31,9 +31,16 @@ type Config struct {
 	// has no authentication, so this is an explicit choice.
 	AllowRemote bool `mapstructure:"allow_remote"`
 	// Control is the unix socket of the control API used by raidd status
-	// and raidd check, and serving /metrics; empty disables it.
+	// and raidd check, and serving /metrics; empty disables it. It is
+	// created with mode 0600 whatever the umask: whoever can connect can
+	// fail members.
 	Control string `mapstructure:"control"`
-	// MetricsListen is an optional TCP address serving /metrics only.
+	// ControlGroup, a group name or id, makes the control socket 0660 and
+	// owned by that group, so its members may run raidd status, fail, ...
+	ControlGroup string `mapstructure:"control_group"`
+	// MetricsListen is an optional TCP address serving /metrics only. The
+	// metrics name arrays and member paths, so an address that is not
+	// loopback needs AllowRemote.
 	MetricsListen string `mapstructure:"metrics_listen"`
 	// Strict makes serve refuse to start when any configured array cannot
 	// be assembled; by default it serves the others and reports that one
@@ -123,6 +130,7 @@ var scalarDefaults = map[string]any{
 	"allow_remote":          false,
 	"on_event":              "",
 	"control":               defaultControl,
+	"control_group":         "",
 	"metrics_listen":        "",
 	"strict":                false,
 	"shutdown_timeout":      defaultShutdownTimeout,
@@ -277,9 +285,16 @@ func (c *Config) Validate() error {
 	if c.Control != "" && !filepath.IsAbs(c.Control) {
 		bad("control: %q is not an absolute path", c.Control)
 	}
+	if c.ControlGroup != "" {
+		if _, err := lookupGroup(c.ControlGroup); err != nil {
+			bad("control_group: %v", err)
+		}
+	}
 	if c.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			bad("metrics_listen: %q is not host:port", c.MetricsListen)
+		} else if !c.AllowRemote && !isLoopback(c.MetricsListen) {
+			bad("metrics_listen: %q is not a loopback address; /metrics names the arrays and member paths to anyone who connects, so serving it there needs allow_remote: true (--allow-remote)", c.MetricsListen)
 		}
 	}
 	if c.ShutdownTimeout < 0 {

@@ -151,10 +151,11 @@ func (c *cli) ready() {
 // bindings to configuration keys.
 func listenFlags(fs *pflag.FlagSet) map[string]string {
 	fs.StringSlice("listen", []string{defaultListen}, "NBD listen `address`es: host:port, tcp://host:port, unix:PATH, unix:///path (repeatable)")
-	fs.Bool("allow-remote", false, "allow NBD listen addresses that are not loopback (NBD has no authentication)")
-	fs.String("control", defaultControl, "control socket `path` (\"\" disables it)")
+	fs.Bool("allow-remote", false, "allow NBD and metrics listen addresses that are not loopback (NBD has no authentication)")
+	fs.String("control", defaultControl, "control socket `path` (\"\" disables it); mode 0600, whatever the umask")
+	fs.String("control-group", "", "`group` (name or id) that may use the control socket: mode 0660 (default: none, mode 0600)")
 	fs.String("on-event", "", "shell `command` run for every array event, with RAIDD_EVENT, RAIDD_ARRAY, RAIDD_ROLE, RAIDD_MEMBER, RAIDD_DETAIL, RAIDD_TIME set")
-	return map[string]string{"listen": "listen", "allow-remote": "allow_remote", "control": "control", "on-event": "on_event"}
+	return map[string]string{"listen": "listen", "allow-remote": "allow_remote", "control": "control", "control-group": "control_group", "on-event": "on_event"}
 }
 
 // cliArray holds the serve flags that describe the array given by MEMBER
@@ -363,10 +364,18 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 	var httpServers []*http.Server
 	var httpLs []net.Listener
 	if cfg.Control != "" {
-		l, err := listen("unix", cfg.Control)
+		gid := -1
+		if cfg.ControlGroup != "" {
+			if gid, err = lookupGroup(cfg.ControlGroup); err != nil {
+				return fmt.Errorf("control_group: %w", err)
+			}
+		}
+		l, err := listenControl(cfg.Control, gid)
 		if err != nil {
 			return fmt.Errorf("control socket %s: %w (set control to another path, or to \"\" to disable it)", cfg.Control, err)
 		}
+		listeners = append(listeners, l)
+		sockets = append(sockets, cfg.Control)
 		httpServers = append(httpServers, &http.Server{Handler: d.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 		httpLs = append(httpLs, l)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -102,10 +105,20 @@ prints a snippet to paste.`,
 			return usageError{errors.Join(errs...)}
 		}
 
-		var devs []raid.Device
+		var (
+			devs    []raid.Device
+			created []string // member files this create made, removed if it fails
+		)
 		closeAll := func() {
 			for _, d := range devs {
 				_ = d.Member.Close()
+			}
+			for _, p := range created {
+				if err := os.Remove(p); err != nil {
+					log.Warn("cannot remove a member file this create made", "path", p, "err", err)
+				} else {
+					log.Info("removed member file", "path", p)
+				}
 			}
 		}
 		if err := co.Validate(); err != nil {
@@ -116,11 +129,13 @@ prints a snippet to paste.`,
 		}
 		for _, p := range paths {
 			if fileSize > 0 {
-				if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-					if err := member.CreateSparse(p, fileSize); err != nil {
-						errs = append(errs, err)
-						continue
-					}
+				made, err := createSparse(p, fileSize)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if made {
+					created = append(created, p)
 					log.Info("created member file", "path", p, "size", fileSize)
 				}
 			}
@@ -136,9 +151,13 @@ prints a snippet to paste.`,
 			return errors.Join(errs...)
 		}
 		co.Spares = devs[nMembers:]
+		warnSizes(log, devs[:nMembers])
 		a, err := raid.Create(devs[:nMembers], co, raid.Options{Logger: log})
 		if err != nil {
 			closeAll()
+			if errors.Is(err, stripe.ErrTooSmall) {
+				return tooSmall(devs[:nMembers], co.Chunk)
+			}
 			return err
 		}
 		st := a.Status()
@@ -158,4 +177,87 @@ prints a snippet to paste.`,
 		return nil
 	}
 	return cmd
+}
+
+// createSparse makes path a sparse file of size bytes, unless it exists
+// (member.CreateSparse checks an existing file then). created reports
+// whether this call made the file, and so may remove it again.
+func createSparse(path string, size int64) (created bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return false, member.CreateSparse(path, size)
+	}
+	if err != nil {
+		return false, err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return false, err
+	}
+	return true, nil
+}
+
+// sizeSpread is how much larger than the smallest member another member
+// may be before create warns that the difference is wasted.
+const sizeSpread = 0.10
+
+// warnSizes warns when the members differ in size by more than sizeSpread:
+// every member contributes only as much as the smallest one.
+func warnSizes(log *slog.Logger, devs []raid.Device) {
+	if len(devs) == 0 {
+		return
+	}
+	small, large := devs[0], devs[0]
+	var unused int64
+	for _, d := range devs[1:] {
+		if d.Member.Size() < small.Member.Size() {
+			small = d
+		}
+		if d.Member.Size() > large.Member.Size() {
+			large = d
+		}
+	}
+	for _, d := range devs {
+		unused += d.Member.Size() - small.Member.Size()
+	}
+	if float64(large.Member.Size()) <= float64(small.Member.Size())*(1+sizeSpread) {
+		return
+	}
+	log.Warn(fmt.Sprintf("members differ in size by more than %.0f%%: each member is used only up to the size of the smallest, so %s stay unused",
+		100*sizeSpread, formatSize(unused)),
+		"smallest", small.Path, "smallest_size", formatSize(small.Member.Size()),
+		"largest", large.Path, "largest_size", formatSize(large.Member.Size()))
+}
+
+// tooSmall explains a create refused because the smallest member cannot
+// hold the header and one chunk: the minimum size, and a chunk that fits.
+func tooSmall(devs []raid.Device, chunk int64) error {
+	if chunk == 0 {
+		chunk = stripe.DefaultChunk
+	}
+	small := devs[0]
+	for _, d := range devs[1:] {
+		if d.Member.Size() < small.Member.Size() {
+			small = d
+		}
+	}
+	size := small.Member.Size()
+	need := superblock.HeaderSize + chunk
+	msg := fmt.Sprintf("%s is %s (%d bytes); with chunk %s a member needs at least %s (%d bytes: the %s header and one chunk)",
+		small.Path, formatSize(size), size, formatSize(chunk), formatSize(need), need, formatSize(superblock.HeaderSize))
+	if fit := size - superblock.HeaderSize; fit >= stripe.MinChunk {
+		c := int64(1) << (bits.Len64(uint64(fit)) - 1)
+		msg += fmt.Sprintf("; use a smaller chunk (--chunk %s) or larger members", formatSize(c))
+	} else {
+		msg += fmt.Sprintf("; even the smallest chunk (%s) needs members of at least %d bytes (the %s header and %s): use larger members",
+			formatSize(stripe.MinChunk), superblock.HeaderSize+stripe.MinChunk, formatSize(superblock.HeaderSize), formatSize(stripe.MinChunk))
+	}
+	return fmt.Errorf("%w: %s", stripe.ErrTooSmall, msg)
 }

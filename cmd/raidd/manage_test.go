@@ -93,7 +93,7 @@ func TestServeMemberArguments(t *testing.T) {
 	assert.NoFileExists(t, e.control)
 
 	// --read-only exports the array read-only; the data is there.
-	d = start(t, append(append([]string{"serve", "--read-only", "--name", "data", "--write-mostly", members[2]}, listen...), members...)...)
+	d = start(t, append(append([]string{"serve", "--read-only", "--name", "data"}, listen...), members...)...)
 	ro := dialNBD(t, "unix", e.nbdSock, "data")
 	assert.NotZero(t, ro.flags&nbdFlagReadOnly)
 	got := make([]byte, len(p))
@@ -102,10 +102,21 @@ func TestServeMemberArguments(t *testing.T) {
 	assert.EqualValues(t, 1, ro.do(nbdCmdWrite, 0, p), "EPERM on a read-only export")
 	st := statusOf(t, e.control, "data")
 	assert.True(t, st.ReadOnly)
-	m, _ := device(st, members[2])
-	assert.True(t, m.WriteMostly, "--write-mostly reaches the array")
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
 	assert.Equal(t, before, examineAll(t, members...), "a read-only serve writes no superblock")
+
+	// --write-mostly needs mirrors: refused on raid5 ...
+	code, _, errOut = raidd(t, append(append([]string{"serve", "--write-mostly", members[2]}, listen...), members...)...)
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, members[2]+": write_mostly (--write-mostly) applies to mirrors, and data is a raid5 array, which has none")
+	assert.Equal(t, before, examineAll(t, members...), "nothing was written")
+	// ... and reaches a raid1 array.
+	e.create(t, "mirror", "1", "m0.img", "m1.img")
+	mirror := e.paths("m0.img", "m1.img")
+	d = start(t, append(append([]string{"serve", "--write-mostly", mirror[1]}, listen...), mirror...)...)
+	m, _ := device(statusOf(t, e.control, "mirror"), mirror[1])
+	assert.True(t, m.WriteMostly, "--write-mostly reaches the array")
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
 }
 
 func TestMemberLifecycle(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/raidd/raidd/nbd"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
 
 	// The personalities register themselves with package raid.
 	_ "github.com/raidd/raidd/raid/raid0"
@@ -559,9 +560,15 @@ func assembleArray(ac ArrayConfig, log *slog.Logger, onEvent func(raid.Event)) (
 	// before it can touch them. Unreadable superblocks are left to
 	// Assemble, whose messages say what to do.
 	for _, d := range devs {
-		if m, err := superblock.Read(d.Member); err == nil && m.Name != ac.Name {
+		m, err := superblock.Read(d.Member)
+		switch {
+		case err != nil:
+		case m.Name != ac.Name:
 			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the array name or the member list",
 				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
+		case d.WriteMostly && !hasMirrors(stripe.Level(m.Level)):
+			errs = append(errs, fmt.Errorf("%s: write_mostly (--write-mostly) applies to mirrors, and %s is a %s array, which has none; remove the setting (it is only for raid1 and raid10)",
+				d.Path, ac.Name, stripe.Level(m.Level)))
 		}
 	}
 	if len(errs) > 0 {
@@ -584,6 +591,10 @@ func assembleArray(ac ArrayConfig, log *slog.Logger, onEvent func(raid.Event)) (
 	}
 	return a, nil
 }
+
+// hasMirrors reports whether a level keeps copies that write_mostly can
+// steer reads away from.
+func hasMirrors(l stripe.Level) bool { return l == stripe.RAID1 || l == stripe.RAID10 }
 
 // closeArrays closes every assembled array: each syncs its members and is
 // marked clean.

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
@@ -239,6 +240,9 @@ func stringToMember(from, to reflect.Type, data any) (any, error) {
 }
 
 // splitList turns "a,b" (from the environment or a flag) into a list.
+// A list of strings (listen) is also split at white space, so that
+// RAIDD_LISTEN="127.0.0.1:10809 /run/raidd/nbd.sock" is two addresses,
+// never one unix socket path with a space in it.
 func splitList(from, to reflect.Type, data any) (any, error) {
 	if from.Kind() != reflect.String || to.Kind() != reflect.Slice {
 		return data, nil
@@ -246,6 +250,9 @@ func splitList(from, to reflect.Type, data any) (any, error) {
 	s := strings.TrimSpace(data.(string))
 	if s == "" {
 		return []string{}, nil
+	}
+	if to.Elem().Kind() == reflect.String {
+		return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), nil
 	}
 	parts := strings.Split(s, ",")
 	for i := range parts {
@@ -376,6 +383,9 @@ func parseLevel(s string) (slog.Level, error) {
 // unix socket path given as "unix:PATH" may be relative (to the working
 // directory); "unix://" must be followed by an absolute path, as in a URL.
 func parseListen(s string) (network, addr string, err error) {
+	if strings.ContainsFunc(s, unicode.IsSpace) {
+		return "", "", fmt.Errorf("%q contains white space: give each address on its own (--listen A --listen B, or \"A,B\")", s)
+	}
 	switch {
 	case strings.HasPrefix(s, "unix://"):
 		network, addr = "unix", strings.TrimPrefix(s, "unix://")

@@ -111,7 +111,7 @@ Configuration for serve comes from a YAML file (--config), environment
 variables with the RAIDD_ prefix (RAIDD_LOG_LEVEL=debug,
 RAIDD_NBD_MAX_PAYLOAD=32MiB) and flags, flags winning. Unknown keys are
 errors. Sizes accept units: 4096, 64KiB, 1MiB, 2GiB, 10GB.`,
-		Version:       version,
+		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args: func(_ *cobra.Command, a []string) error {
@@ -172,6 +172,9 @@ func newLogger(w io.Writer, lc LogConfig) (*slog.Logger, error) {
 // commandConfig loads the configuration of a command: defaults, then the
 // file, the environment and cmd's flags bound by keys.
 func commandConfig(cmd *cobra.Command, keys map[string]string) (*Config, error) {
+	if err := checkEnv(os.Environ()); err != nil {
+		return nil, err
+	}
 	v := newViper()
 	if err := bindFlags(v, cmd.Flags(), keys); err != nil {
 		return nil, err

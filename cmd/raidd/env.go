@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// envPrefix starts every environment variable raidd reads.
+const envPrefix = "RAIDD_"
+
+// envOther lists the RAIDD_ variables that are not settings but may
+// legitimately be in raidd's environment: the configuration file, those
+// on_event sets for its command (which may run raidd status), and those of
+// the test and bench scripts (tests/, bench/), which run raidd.
+var envOther = []string{
+	"RAIDD_CONFIG",
+	"RAIDD_EVENT", "RAIDD_ARRAY", "RAIDD_ROLE", "RAIDD_MEMBER", "RAIDD_DETAIL", "RAIDD_TIME",
+	"RAIDD_BIN", "RAIDD_TEST_RACE",
+}
+
+// envSettings returns the environment variable of every scalar setting:
+// nbd.max_payload is RAIDD_NBD_MAX_PAYLOAD.
+func envSettings() []string {
+	var out []string
+	for k := range scalarDefaults {
+		out = append(out, envPrefix+strings.ToUpper(strings.ReplaceAll(k, ".", "_")))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkEnv reports every RAIDD_ variable of environ (os.Environ's form)
+// that raidd does not know, with the nearest known name, or the list of
+// known ones when none is near: a misspelt variable would otherwise be
+// ignored without a word.
+func checkEnv(environ []string) error {
+	settings := envSettings()
+	known := append(slices.Clone(settings), envOther...)
+	var bad []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || slices.Contains(known, name) {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s is not a raidd setting", name)
+		if near := nearest(name, known); near != "" {
+			msg += fmt.Sprintf("; did you mean %s?", near)
+		} else {
+			msg += fmt.Sprintf(" (settings: %s; also read: RAIDD_CONFIG)", strings.Join(settings, ", "))
+		}
+		bad = append(bad, msg)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("%w: %s", errConfig, strings.Join(bad, "\n"))
+}
+
+// nearest returns the name of known closest to name by edit distance, if
+// it is close enough to be a likely typo: at most a third of its length.
+func nearest(name string, known []string) string {
+	best, bestD := "", -1
+	for _, k := range known {
+		if d := editDistance(name, k); bestD < 0 || d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if bestD < 0 || bestD > (len(name)-len(envPrefix))/3+1 {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

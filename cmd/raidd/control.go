@@ -117,7 +117,7 @@ func (d *daemon) controlHandler() http.Handler {
 
 func (d *daemon) status() statusReply {
 	r := statusReply{
-		Version: version, PID: os.Getpid(), Started: d.started,
+		Version: versionString(), PID: os.Getpid(), Started: d.started,
 		Listen: d.cfg.Listen, NBD: toNBDStats(d.nbd.Stats()),
 		Arrays: make([]arrayStatus, len(d.arrays), len(d.arrays)+len(d.broken)),
 	}

@@ -77,3 +77,35 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 		assert.Equal(t, "busy", errorCode(errors.Join(errors.New("x"), fmt.Errorf("%w: y", raid.ErrBusy))))
 	})
 }
+
+// TestControlErrorsThroughDaemon: the errors of a real daemon's handlers
+// reach the client as their sentinels.
+func TestControlErrorsThroughDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "m", "1", "a.img", "b.img")
+	serve(t, e.config(t, "", e.array("m", "", "a.img", "b.img"), e.array("gone", "", "x.img", "y.img")))
+	cl := newControlClient(e.control)
+	post := func(array, op string, req memberRequest) error {
+		var reply memberReply
+		return cl.doBody(context.Background(), "POST", "/v1/arrays/"+array+"/"+op, req, &reply)
+	}
+	tests := map[string]struct {
+		err  error
+		want error
+	}{
+		"unknown member": {post("m", "fail", memberRequest{Member: "nope"}), raid.ErrNoMember},
+		"unknown array":  {post("zzz", "fail", memberRequest{Member: "0"}), errNoArray},
+		"not assembled":  {post("gone", "fail", memberRequest{Member: "0"}), errNotAssembled},
+		"active member":  {post("m", "remove", memberRequest{Member: e.paths("a.img")[0]}), raid.ErrBusy},
+		"missing field":  {post("m", "fail", memberRequest{}), errBadRequest},
+		"relative path":  {post("m", "add", memberRequest{Path: "rel.img"}), errBadRequest},
+		"no such device": {post("m", "add", memberRequest{Path: e.paths("none.img")[0]}), os.ErrNotExist},
+		"locked member":  {post("m", "add", memberRequest{Path: e.paths("b.img")[0]}), errBadRequest},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			require.Error(t, tt.err)
+			assert.ErrorIs(t, tt.err, tt.want, "%v", tt.err)
+		})
+	}
+}

@@ -2,7 +2,7 @@
 // and 10 arrays and exports each array over NBD.
 //
 //	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--force] MEMBER...
-//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--metrics-listen ADDR] [--on-event CMD]
+//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict]
 //	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
 //	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]
 //	raidd status  [--config FILE | --control PATH] [--json] [--watch [--interval 1s]] [ARRAY...]
@@ -12,6 +12,7 @@
 //	raidd add     [--config FILE | --control PATH] [--force] ARRAY PATH
 //	raidd replace [--config FILE | --control PATH] [--force] ARRAY OLD NEW
 //	raidd examine [--json] MEMBER...
+//	raidd --version
 //
 // This is the only package that imports cobra, pflag and viper, parses
 // sizes such as "64KiB", or calls os.Exit. It turns flags, environment and
@@ -24,7 +25,10 @@
 // variables with the RAIDD_ prefix (nested keys joined with "_":
 // RAIDD_NBD_MAX_PAYLOAD) and flags, in increasing precedence, with a
 // non-global viper instance. Unknown keys are errors, and Config.Validate
-// reports every problem at once before any device is opened.
+// reports every problem at once before any device is opened. A RAIDD_
+// variable that is no setting is an error naming the nearest setting
+// (env.go); list values from the environment split at commas and white
+// space.
 // contrib/systemd/raidd.yaml documents every key.
 //
 // serve can also take the members of one array as arguments instead of a
@@ -63,7 +67,11 @@
 // JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check, the member
 // changes POST /v1/arrays/{name}/fail, remove, add and replace (see
 // control.go), and GET /metrics (Prometheus text format). Access is
-// governed by the socket's file permissions. status, check, fail, remove,
+// governed by the socket's file permissions: it is created 0600 whatever
+// the umask, or 0660 owned by control_group (--control-group), bound in a
+// private directory and renamed into place so that it is never reachable
+// with wider permissions. metrics_listen on an address that is not
+// loopback needs allow_remote, as /metrics names arrays and member paths. status, check, fail, remove,
 // add and replace are its clients; metrics_listen can expose /metrics
 // alone on TCP. The daemon opens the devices of add and replace itself,
 // locked like the members of serve.

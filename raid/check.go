@@ -1,18 +1,79 @@
 package raid
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
-// Check verifies every row: mirrors identical, parity matching data. It
-// returns nil or an error wrapping ErrInconsistent listing the first bad rows.
-func (a *Array) Check() error {
+// CheckResult counts what Check found, row by row (a row is one chunk on
+// every member; see stripe.Geometry.Rows).
+type CheckResult struct {
+	// Rows is the number of rows the check examined; it is the array's row
+	// count unless the check was stopped by Close.
+	Rows int64 `json:"rows"`
+	// Verified rows had their copies or parity compared, and they agree.
+	Verified int64 `json:"verified"`
+	// Inconsistent rows had copies that differ or parity that does not
+	// match the data.
+	Inconsistent int64 `json:"inconsistent"`
+	// Unverifiable rows could not be compared: too few of their copies or
+	// members were readable (a degraded array), or the level keeps no
+	// redundancy (RAID0).
+	Unverifiable int64 `json:"unverifiable"`
+	// NoRedundancy says the level keeps no redundancy at all (RAID0), so
+	// rows are unverifiable whether or not the array is degraded.
+	NoRedundancy bool `json:"no_redundancy,omitempty"`
+}
+
+// String says what the check found, for operators: "all 512 rows verified
+// consistent", or the counts of inconsistent and unverifiable rows with the
+// reason the latter could not be verified.
+func (r CheckResult) String() string {
+	if r.Consistent() {
+		return fmt.Sprintf("all %d rows verified consistent", r.Rows)
+	}
+	var parts []string
+	if r.Inconsistent > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d rows inconsistent", r.Inconsistent, r.Rows))
+	}
+	if r.Unverifiable > 0 {
+		why := "the array is degraded"
+		if r.NoRedundancy {
+			why = "the level keeps no redundancy"
+		}
+		parts = append(parts, fmt.Sprintf("%d rows could not be verified because %s", r.Unverifiable, why))
+	}
+	parts = append(parts, fmt.Sprintf("%d of %d rows verified consistent", r.Verified, r.Rows))
+	return strings.Join(parts, "; ")
+}
+
+// Consistent reports whether every row was verified and agrees. A degraded
+// array with unverifiable rows is never consistent.
+func (r CheckResult) Consistent() bool {
+	return r.Rows > 0 && r.Verified == r.Rows
+}
+
+// Check reads every row under its stripe locks and compares mirrors and
+// parity, while I/O goes on. It returns the counts of rows verified,
+// inconsistent and unverifiable, and an error that is nil only when every
+// row was verified consistent: it wraps ErrInconsistent (naming the first
+// bad rows) when rows disagree, and ErrUnverifiable when rows could not be
+// compared, so a degraded array never passes as consistent. A member that
+// fails a read during the check is failed as on any read. It also returns
+// ErrClosed (with the counts so far) if the array closes, and ErrFailed on
+// a failed array.
+func (a *Array) Check() (CheckResult, error) {
+	res := CheckResult{NoRedundancy: a.geo.Tolerance() == 0}
 	if err := a.enter(); err != nil {
-		return err
+		return res, err
 	}
 	defer a.leave()
-	var errs []error
+	var bad []error
+	var other error
 	for row := int64(0); row < a.geo.Rows(); row++ {
 		if a.closed.Load() {
-			return errors.Join(append(errs, ErrClosed)...)
+			return res, errors.Join(a.checkError(res, bad), ErrClosed)
 		}
 		first, last := a.geo.RowStripes(row)
 		a.locks.RLock(first, last)
@@ -24,12 +85,42 @@ func (a *Array) Check() error {
 		}
 		a.putOp(op)
 		a.locks.RUnlock(first, last)
-		if err != nil {
-			errs = append(errs, err)
-			if len(errs) >= 8 {
-				break
+		res.Rows++
+		switch {
+		case err == nil:
+			res.Verified++
+		case errors.Is(err, ErrInconsistent):
+			res.Inconsistent++
+			if len(bad) < 8 {
+				bad = append(bad, err)
+			}
+		case errors.Is(err, ErrUnverifiable), errors.Is(err, ErrTooManyFailures):
+			res.Unverifiable++
+		default:
+			res.Unverifiable++
+			if other == nil {
+				other = fmt.Errorf("raid: check of row %d: %w", row, err)
 			}
 		}
+	}
+	if a.view.Load().failed {
+		return res, errors.Join(a.checkError(res, bad), ErrFailed)
+	}
+	return res, errors.Join(a.checkError(res, bad), other)
+}
+
+// checkError describes what a check found wrong, or returns nil.
+func (a *Array) checkError(res CheckResult, bad []error) error {
+	var errs []error
+	if res.Inconsistent > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d rows inconsistent (first ones listed): %w", res.Inconsistent, res.Rows, errors.Join(bad...)))
+	}
+	if res.Unverifiable > 0 {
+		why := "the array is degraded: no redundancy left to compare"
+		if res.NoRedundancy {
+			why = a.geo.Level().String() + " keeps no redundancy to compare"
+		}
+		errs = append(errs, fmt.Errorf("%w: %d of %d rows (%s)", ErrUnverifiable, res.Unverifiable, res.Rows, why))
 	}
 	return errors.Join(errs...)
 }

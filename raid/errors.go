@@ -21,6 +21,12 @@ var (
 	ErrClosed = fmt.Errorf("raid: array closed: %w", syscall.ESHUTDOWN)
 	// ErrInconsistent is wrapped by Check when mirrors differ or parity does not match data.
 	ErrInconsistent = errors.New("raid: inconsistent stripe")
+	// ErrUnverifiable is wrapped by Check when some rows could not be
+	// verified: the array is degraded and those rows have no redundancy
+	// left to compare (a RAID5 row missing a member, a mirror chunk with
+	// one readable copy), or the level keeps none (RAID0). A Layout's Check
+	// returns it for such a row.
+	ErrUnverifiable = errors.New("raid: rows could not be verified")
 	// ErrInUse is returned by Create for a member that already carries a raidd superblock, unless forced.
 	ErrInUse = errors.New("raid: member already belongs to an array")
 	// ErrNotMember is returned by Assemble for a device without a raidd superblock.

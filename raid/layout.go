@@ -31,8 +31,10 @@ type Layout interface {
 	// Rebuild reconstructs member row row onto member target, which is
 	// writable but not readable.
 	Rebuild(op *Op, row int64, target int) error
-	// Check reports an error wrapping ErrInconsistent if row row's copies or
-	// parity disagree.
+	// Check compares row row's copies or parity: nil when they agree, an
+	// error wrapping ErrInconsistent when they disagree, and one wrapping
+	// ErrUnverifiable when too few copies or members could be read to
+	// compare (or the level keeps no redundancy).
 	Check(op *Op, row int64) error
 }
 

@@ -91,10 +91,14 @@ func toNBDStats(s nbd.Stats) nbdStats {
 
 // checkReply is the body of POST /v1/arrays/{name}/check.
 type checkReply struct {
-	Array      string  `json:"array"`
-	Consistent bool    `json:"consistent"`
-	Error      string  `json:"error,omitempty"`
-	Seconds    float64 `json:"seconds"`
+	Array string `json:"array"`
+	// Consistent is true only when every row was verified and agrees: a
+	// degraded array with rows that could not be verified is not.
+	Consistent bool `json:"consistent"`
+	// CheckResult counts the rows verified, inconsistent and unverifiable.
+	raid.CheckResult
+	Error   string  `json:"error,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
 
 // errorReply is the body of every error answer. Code names the sentinel
@@ -151,14 +155,18 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 	defer s.checking.Store(false)
 	d.log.Info("check started", "array", name)
 	start := time.Now()
-	err = s.array.Check()
-	reply := checkReply{Array: name, Consistent: err == nil, Seconds: time.Since(start).Seconds()}
+	res, err := s.array.Check()
+	reply := checkReply{Array: name, Consistent: err == nil && res.Consistent(), CheckResult: res, Seconds: time.Since(start).Seconds()}
 	switch {
 	case err == nil:
-		d.log.Info("check finished: consistent", "array", name, "elapsed", time.Since(start).Round(time.Millisecond))
-	case errors.Is(err, raid.ErrInconsistent):
+		d.log.Info("check finished: consistent", "array", name, "rows", res.Rows, "elapsed", time.Since(start).Round(time.Millisecond))
+	case errors.Is(err, raid.ErrClosed), errors.Is(err, raid.ErrFailed):
+		d.log.Error("check failed", "array", name, "err", err)
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	case errors.Is(err, raid.ErrInconsistent), errors.Is(err, raid.ErrUnverifiable):
 		reply.Error = err.Error()
-		d.log.Warn("check finished: inconsistent", "array", name, "err", err)
+		d.log.Warn("check finished: not consistent", "array", name, "result", res.String(), "err", err)
 	default:
 		d.log.Error("check failed", "array", name, "err", err)
 		writeError(w, http.StatusInternalServerError, err)

@@ -301,6 +301,16 @@ func TestServeDegradedAndReadOnly(t *testing.T) {
 	m.mustDo(nbdCmdRead, 4096, got)
 	assert.Equal(t, p, got, "a degraded mirror serves reads and writes")
 
+	// A check never calls a degraded array consistent: the rows it cannot
+	// compare are counted and named (issue 7).
+	code, out, errOut = raidd(t, "check", "--control", e.control, "mirror")
+	assert.Equal(t, 1, code, "an array that cannot be fully verified fails the check: %s", errOut)
+	assert.Regexp(t, `^mirror: NOT VERIFIED \(.*\): \d+ rows could not be verified because the array is degraded; 0 of \d+ rows verified consistent`, out)
+	assert.NotContains(t, out, "consistent (")
+	code, out, _ = raidd(t, "check", "--control", e.control, "stripe")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "rows could not be verified because the level keeps no redundancy")
+
 	ro := dialNBD(t, "unix", e.nbdSock, "ro")
 	assert.NotZero(t, ro.flags&nbdFlagReadOnly)
 	assert.EqualValues(t, 1, ro.do(nbdCmdWrite, 0, p), "EPERM on a read-only export")

@@ -340,7 +340,10 @@ func (c *cli) checkCmd() *cobra.Command {
 		Long: `Check asks a running 'raidd serve' to read every stripe of the named arrays
 (default: all) and verify that mirrors are identical and parity matches
 the data. I/O continues while it runs; it takes as long as reading the
-members once. It exits 1 if any array is inconsistent or the check failed.`,
+members once. Rows that cannot be verified (a degraded array has no
+redundancy left to compare in rows missing a member; RAID0 keeps none)
+are counted and reported as such, never as consistent. It exits 1 if any
+array is inconsistent, could not be fully verified, or the check failed.`,
 		Args: args(cobra.ArbitraryArgs),
 	}
 	keys := controlFlags(cmd)
@@ -366,12 +369,17 @@ members once. It exits 1 if any array is inconsistent or the check failed.`,
 				errs = append(errs, fmt.Errorf("%s: check failed", n))
 				continue
 			}
-			if r.Consistent {
-				fmt.Fprintf(c.stdout, "%s: consistent (%.1fs)\n", n, r.Seconds)
+			switch {
+			case r.Consistent:
+				fmt.Fprintf(c.stdout, "%s: consistent (%.1fs): %s\n", n, r.Seconds, r.CheckResult)
 				continue
+			case r.Inconsistent > 0:
+				fmt.Fprintf(c.stdout, "%s: INCONSISTENT (%.1fs): %s: %s\n", n, r.Seconds, r.CheckResult, r.Error)
+				errs = append(errs, fmt.Errorf("%s is inconsistent", n))
+			default:
+				fmt.Fprintf(c.stdout, "%s: NOT VERIFIED (%.1fs): %s\n", n, r.Seconds, r.CheckResult)
+				errs = append(errs, fmt.Errorf("%s could not be fully verified", n))
 			}
-			fmt.Fprintf(c.stdout, "%s: INCONSISTENT (%.1fs): %s\n", n, r.Seconds, r.Error)
-			errs = append(errs, fmt.Errorf("%s is inconsistent", n))
 		}
 		return errors.Join(errs...)
 	}

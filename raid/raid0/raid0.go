@@ -47,5 +47,6 @@ func (Layout) Resync(*raid.Op, int64) error { return nil }
 // Rebuild is impossible without redundancy.
 func (Layout) Rebuild(*raid.Op, int64, int) error { return raid.ErrTooManyFailures }
 
-// Check has nothing to compare.
-func (Layout) Check(*raid.Op, int64) error { return nil }
+// Check has nothing to compare: RAID0 keeps no redundancy, so no row can
+// be verified.
+func (Layout) Check(*raid.Op, int64) error { return raid.ErrUnverifiable }

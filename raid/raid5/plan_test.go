@@ -69,7 +69,9 @@ func TestWritePlans(t *testing.T) {
 			assert.Equal(t, tt.reads, reads, "member reads")
 			assert.Equal(t, tt.readBytes, readBytes, "member bytes read")
 			assert.Equal(t, tt.writes, writes, "member writes")
-			require.NoError(t, a.Check())
+			res, err := a.Check()
+			require.NoError(t, err)
+			require.True(t, res.Consistent(), "%s", res)
 		})
 	}
 }

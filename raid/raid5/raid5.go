@@ -444,12 +444,14 @@ func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
 }
 
 // Check verifies that the XOR of the row's chunks on all members is zero.
+// With a member missing, or failing its read, the row has no redundancy
+// left to compare and Check returns ErrUnverifiable.
 func (l *Layout) Check(op *raid.Op, row int64) error {
-	if c, _ := l.unreadable(op); c > 0 {
-		return nil
+	if c, m := l.unreadable(op); c > 0 {
+		return fmt.Errorf("%w: row %d: member %d is missing", raid.ErrUnverifiable, row, m)
 	}
 	if !l.readRow(op, row, -1) {
-		return nil
+		return fmt.Errorf("%w: row %d: a member failed to read", raid.ErrUnverifiable, row)
 	}
 	acc := op.Shards[0]
 	for m := 1; m < l.n; m++ {

@@ -219,13 +219,18 @@ func (l *Layout) copyChunk(op *raid.Op, c int64, target int) error {
 	}
 }
 
-// Check compares every readable copy of each chunk of the row.
+// Check compares every readable copy of each chunk of the row. A chunk
+// with fewer than two copies that could be read (the others on missing
+// members, or failing the read) cannot be verified: the row then reports
+// ErrUnverifiable, unless another chunk of it differs (ErrInconsistent).
 func (l *Layout) Check(op *raid.Op, row int64) error {
 	chunk := l.g.Chunk()
-	return l.rowChunks(row, func(c int64) error {
+	unverified := false
+	err := l.rowChunks(row, func(c int64) error {
 		locs := op.Copies(c, 0)
 		var first []byte
 		firstM := -1
+		compared := 0
 		for _, loc := range locs {
 			if !op.Readable(loc.Member) {
 				continue
@@ -235,6 +240,7 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 			if op.Run() != 0 {
 				continue
 			}
+			compared++
 			if first == nil {
 				first, firstM = buf, loc.Member
 				continue
@@ -243,6 +249,13 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 				return fmt.Errorf("%w: chunk %d differs between members %d and %d", raid.ErrInconsistent, c, firstM, loc.Member)
 			}
 		}
+		if compared < 2 {
+			unverified = true
+		}
 		return nil
 	})
+	if err == nil && unverified {
+		err = fmt.Errorf("%w: row %d has a chunk with fewer than two readable copies", raid.ErrUnverifiable, row)
+	}
+	return err
 }

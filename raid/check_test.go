@@ -1,0 +1,89 @@
+package raid_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// TestCheckDegraded: a check counts rows verified, inconsistent and
+// unverifiable, and never calls a degraded array consistent when rows
+// could not be compared; what can still be compared is compared.
+func TestCheckDegraded(t *testing.T) {
+	const chunk = 16 << 10
+	const rows = 8
+	for _, tc := range []struct {
+		name  string
+		level stripe.Level
+		n     int
+		fail  []int // roles failed before the check
+		// wantUnverifiable rows; the rest must be verified.
+		wantUnverifiable int64
+		corrupt          int // role whose data is overwritten in row 3 (-1: none)
+		wantInconsistent int64
+	}{
+		{"raid5/whole", stripe.RAID5, 4, nil, 0, -1, 0},
+		{"raid5/one-missing", stripe.RAID5, 4, []int{2}, rows, -1, 0},
+		{"raid1/3-copies/one-missing", stripe.RAID1, 3, []int{0}, 0, -1, 0},
+		{"raid1/3-copies/one-missing/corrupt", stripe.RAID1, 3, []int{0}, 0, 2, 1},
+		{"raid1/2-copies/one-missing", stripe.RAID1, 2, []int{1}, rows, -1, 0},
+		{"raid10/4/pair-side-missing", stripe.RAID10, 4, []int{0}, rows, -1, 0},
+		// Every row also holds the whole pair 2-3: its difference is found
+		// although the row as a whole is degraded.
+		{"raid10/4/pair-side-missing/other-pair-corrupt", stripe.RAID10, 4, []int{0}, rows - 1, 3, 1},
+		{"raid10/3/one-missing", stripe.RAID10, 3, []int{1}, rows, -1, 0},
+		{"raid0/whole", stripe.RAID0, 2, nil, rows, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(tc.n, memberSizeFor(chunk, rows))
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "ck", Level: tc.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
+			fill(t, a, 21)
+			require.NoError(t, a.Sync())
+			for _, m := range tc.fail {
+				failRole(t, a, m)
+			}
+			if tc.corrupt >= 0 {
+				junk := make([]byte, 512)
+				for i := range junk {
+					junk[i] = 0xa5
+				}
+				_, err := r.mem[tc.corrupt].WriteAt(junk, superblock.HeaderSize+3*chunk+1024)
+				require.NoError(t, err)
+			}
+			res, err := a.Check()
+			assert.EqualValues(t, rows, res.Rows)
+			assert.Equal(t, tc.wantUnverifiable, res.Unverifiable, "unverifiable rows: %s", res)
+			assert.Equal(t, tc.wantInconsistent, res.Inconsistent, "inconsistent rows: %s", res)
+			assert.Equal(t, rows-tc.wantUnverifiable-tc.wantInconsistent, res.Verified, "verified rows: %s", res)
+			if tc.wantUnverifiable == 0 && tc.wantInconsistent == 0 {
+				require.NoError(t, err)
+				assert.True(t, res.Consistent())
+				assert.Equal(t, fmt.Sprintf("all %d rows verified consistent", rows), res.String())
+				return
+			}
+			assert.False(t, res.Consistent(), "%s", res)
+			require.Error(t, err, "a check that could not verify every row must not pass")
+			assert.Equal(t, tc.wantUnverifiable > 0, errors.Is(err, raid.ErrUnverifiable), "%v", err)
+			assert.Equal(t, tc.wantInconsistent > 0, errors.Is(err, raid.ErrInconsistent), "%v", err)
+			assert.NotContains(t, res.String(), "all ")
+			if tc.wantUnverifiable > 0 {
+				why := "the array is degraded"
+				if tc.level == stripe.RAID0 {
+					why = "the level keeps no redundancy"
+				}
+				assert.Contains(t, res.String(), fmt.Sprintf("%d rows could not be verified because %s", tc.wantUnverifiable, why))
+			}
+			if tc.corrupt >= 0 {
+				// Discarding everything zeroes every copy, so the cleanup check passes.
+				require.NoError(t, a.Discard(0, a.Size()))
+			}
+		})
+	}
+}

@@ -49,9 +49,7 @@ func TestBlockStatus(t *testing.T) {
 				require.NoError(t, err)
 				devs = append(devs, raid.Device{Path: p, Member: f})
 			}
-			a, err := raid.Create(devs, raid.CreateOptions{Name: "bs", Level: s.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			require.NoError(t, err)
-			defer checkAndClose(t, a)
+			a := createArray(t, devs, raid.CreateOptions{Name: "bs", Level: s.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			chunks := a.Size() / chunk
 			for c, z := range statusMap(t, a) {
 				require.True(t, z, "a new array is all holes (chunk %d)", c)
@@ -65,7 +63,7 @@ func TestBlockStatus(t *testing.T) {
 				_, err := a.WriteAt(p, c*chunk)
 				require.NoError(t, err)
 			}
-			_, err = a.WriteAt(make([]byte, chunk), 2*chunk)
+			_, err := a.WriteAt(make([]byte, chunk), 2*chunk)
 			require.NoError(t, err)
 			want := make([]bool, chunks)
 			for c := range want {

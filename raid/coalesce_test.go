@@ -30,9 +30,7 @@ func TestCoalescing(t *testing.T) {
 		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 8)), membertest.Latency(200*time.Microsecond))
 		devs = append(devs, raid.Device{Path: fmt.Sprint("slow", i), Member: keep{m}})
 	}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "co", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	defer checkAndClose(t, a)
+	a := createArray(t, devs, raid.CreateOptions{Name: "co", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	area := 2 * a.Geometry().StripeWidth() // two stripes
 	want := make([]byte, area)
 	var wg sync.WaitGroup
@@ -55,10 +53,10 @@ func TestCoalescing(t *testing.T) {
 	}
 	wg.Wait()
 	got := make([]byte, area)
-	_, err = a.ReadAt(got, 0)
+	_, err := a.ReadAt(got, 0)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got), "content after gathered writes: %s", firstDiff(got, want, 0))
-	require.NoError(t, a.Check())
+	checkConsistent(t, a)
 	assert.Positive(t, a.Status().Stats.CoalescedWrites, "concurrent writes to one stripe should have been merged")
 }
 
@@ -75,9 +73,7 @@ func TestCoalescingSequentialStream(t *testing.T) {
 		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 48)), membertest.Latency(50*time.Microsecond))
 		devs = append(devs, raid.Device{Path: fmt.Sprint("s", i), Member: keep{m}})
 	}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "seq", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	defer checkAndClose(t, a)
+	a := createArray(t, devs, raid.CreateOptions{Name: "seq", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	want := make([]byte, a.Size())
 	rand.New(rand.NewSource(7)).Read(want)
 	var next atomic.Int64

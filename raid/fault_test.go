@@ -55,13 +55,11 @@ func TestFaultTolerance(t *testing.T) {
 func testFaults(t *testing.T, level stripe.Level, n, first int) {
 	const chunk = 16 << 10
 	r := newRig(n, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "faults", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	defer a.Close()
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "faults", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	rng := rand.New(rand.NewSource(int64(n*100 + first)))
 	want := make([]byte, a.Size())
 	rng.Read(want)
-	_, err = a.WriteAt(want, 0)
+	_, err := a.WriteAt(want, 0)
 	require.NoError(t, err)
 
 	readAll := func() ([]byte, error) {

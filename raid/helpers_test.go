@@ -1,9 +1,11 @@
 package raid_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/internal/member"
@@ -74,15 +76,83 @@ func newRig(n int, size int64) *rig {
 // memberSizeFor returns a member size giving rows rows of data.
 func memberSizeFor(chunk, rows int64) int64 { return superblock.HeaderSize + chunk*rows }
 
-func checkAndClose(t testing.TB, a *raid.Array) {
-	t.Helper()
-	st := a.Status()
-	if !st.Degraded && !st.Failed {
-		if err := a.Check(); err != nil {
-			t.Errorf("consistency check after test: %v", err)
-		}
+// createArray creates an array from devs and registers a cleanup that
+// checks it (see checkArray) and closes it, as bbolt checks every test
+// database.
+func createArray(tb testing.TB, devs []raid.Device, co raid.CreateOptions, o raid.Options) *raid.Array {
+	tb.Helper()
+	a, err := raid.Create(devs, co, o)
+	require.NoError(tb, err, "create")
+	tb.Cleanup(func() { checkAndClose(tb, a) })
+	return a
+}
+
+// assembleArray assembles devs and registers the same cleanup as createArray.
+func assembleArray(tb testing.TB, devs []raid.Device, o raid.Options) *raid.Array {
+	tb.Helper()
+	a, err := raid.Assemble(devs, o)
+	require.NoError(tb, err, "assemble")
+	tb.Cleanup(func() { checkAndClose(tb, a) })
+	return a
+}
+
+// checkAndClose checks a and closes it. An array the test closed or
+// abandoned itself is left alone: a test that closes an array in an
+// orderly way calls checkArray first (see closeChecked).
+func checkAndClose(tb testing.TB, a *raid.Array) {
+	tb.Helper()
+	before := a.Status()
+	res, err := a.Check()
+	if errors.Is(err, raid.ErrClosed) && res.Rows == 0 {
+		return
 	}
+	judgeCheck(tb, a, before, res, err)
 	_ = a.Close()
+}
+
+// closeChecked checks a, then closes it and requires the close to succeed.
+func closeChecked(tb testing.TB, a *raid.Array) {
+	tb.Helper()
+	checkArray(tb, a)
+	require.NoError(tb, a.Close(), "close")
+}
+
+// checkArray verifies what is verifiable, degraded or not: no row may be
+// inconsistent; rows are unverifiable only where the array is degraded (or
+// busy rebuilding a member, or the level keeps no redundancy); and the
+// counts add up.
+func checkArray(tb testing.TB, a *raid.Array) raid.CheckResult {
+	tb.Helper()
+	before := a.Status()
+	res, err := a.Check()
+	judgeCheck(tb, a, before, res, err)
+	return res
+}
+
+func judgeCheck(tb testing.TB, a *raid.Array, before raid.Status, res raid.CheckResult, err error) {
+	tb.Helper()
+	after := a.Status()
+	assert.Equal(tb, res.Rows, res.Verified+res.Inconsistent+res.Unverifiable, "check counts: %+v", res)
+	assert.Zero(tb, res.Inconsistent, "check: inconsistent rows: %v", err)
+	if err == nil {
+		assert.True(tb, res.Consistent(), "check returned no error but %s", res)
+		return
+	}
+	switch {
+	case errors.Is(err, raid.ErrInconsistent):
+		// Reported above.
+	case errors.Is(err, raid.ErrFailed):
+		require.True(tb, after.Failed, "check says failed, status does not: %v", err)
+	case errors.Is(err, raid.ErrUnverifiable):
+		assert.Positive(tb, res.Unverifiable, "ErrUnverifiable without unverifiable rows: %s", res)
+		redundant := a.Geometry().Tolerance() > 0
+		busy := before.Recovery != nil || after.Recovery != nil
+		if redundant && !before.Degraded && !after.Degraded && !busy {
+			tb.Errorf("check of a whole, idle array left rows unverified: %s (%v)", res, err)
+		}
+	default:
+		tb.Errorf("check: %v", err)
+	}
 }
 
 // validShapes lists member counts per level for the model test.
@@ -99,4 +169,12 @@ func failRole(tb testing.TB, a *raid.Array, m int) {
 	tb.Helper()
 	a.FailRole(m, fmt.Errorf("failed by test"))
 	require.True(tb, a.Status().Degraded)
+}
+
+// checkConsistent requires every row of a to be verified consistent.
+func checkConsistent(tb testing.TB, a *raid.Array, msgAndArgs ...any) {
+	tb.Helper()
+	res, err := a.Check()
+	require.NoError(tb, err, msgAndArgs...)
+	require.True(tb, res.Consistent(), "%s", res)
 }

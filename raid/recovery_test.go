@@ -70,16 +70,14 @@ func TestRebuildOntoSpare(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
 			const chunk = 16 << 10
 			r := newRig(s.n+1, memberSizeFor(chunk, 24))
-			a, err := raid.Create(r.devs[:s.n], raid.CreateOptions{Name: "rb", Level: s.level, Chunk: chunk, Spares: r.devs[s.n:]}, raid.Options{CleanDelay: -1})
-			require.NoError(t, err)
-			defer checkAndClose(t, a)
+			a := createArray(t, r.devs[:s.n], raid.CreateOptions{Name: "rb", Level: s.level, Chunk: chunk, Spares: r.devs[s.n:]}, raid.Options{CleanDelay: -1})
 			want := fill(t, a, 5)
 			require.NoError(t, a.FailMember(r.devs[s.first].Path))
 			st := waitIdle(t, a)
 			require.False(t, st.Degraded, "the spare must have been rebuilt: %+v", st.Devices)
 			assert.True(t, hasEvent(st, raid.EventSpareClaimed))
 			assert.True(t, hasEvent(st, raid.EventRebuildFinished))
-			require.NoError(t, a.Check())
+			checkConsistent(t, a)
 			r.toggles[s.other].On() // a different original member dies
 			requireContent(t, a, want, "after losing another original member")
 			assert.True(t, a.Status().Degraded)
@@ -95,9 +93,7 @@ func TestRebuildUnderLoad(t *testing.T) {
 			const chunk = 8 << 10
 			n := 4
 			r := newRig(n+1, memberSizeFor(chunk, 64))
-			a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "load", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 64 * chunk * 4, RebuildMaxRate: 64 * chunk * 8})
-			require.NoError(t, err)
-			defer checkAndClose(t, a)
+			a := createArray(t, r.devs[:n], raid.CreateOptions{Name: "load", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 64 * chunk * 4, RebuildMaxRate: 64 * chunk * 8})
 			want := fill(t, a, 9)
 			r.toggles[2].On()
 			requireContent(t, a, want, "degraded")
@@ -133,9 +129,7 @@ func TestRebuildUnderLoad(t *testing.T) {
 func TestReplace(t *testing.T) {
 	const chunk = 8 << 10
 	r := newRig(5, memberSizeFor(chunk, 48))
-	a, err := raid.Create(r.devs[:4], raid.CreateOptions{Name: "rep", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 4})
-	require.NoError(t, err)
-	defer checkAndClose(t, a)
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 4})
 	want := fill(t, a, 11)
 	require.NoError(t, a.ReplaceMember(r.devs[1].Path, r.devs[4], false))
 	rng := rand.New(rand.NewSource(4))
@@ -166,9 +160,7 @@ func TestReplace(t *testing.T) {
 func TestReplaceOldFails(t *testing.T) {
 	const chunk = 8 << 10
 	r := newRig(5, memberSizeFor(chunk, 48))
-	a, err := raid.Create(r.devs[:4], raid.CreateOptions{Name: "rep2", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 2, RebuildMaxRate: 48 * chunk * 2})
-	require.NoError(t, err)
-	defer checkAndClose(t, a)
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep2", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 2, RebuildMaxRate: 48 * chunk * 2})
 	want := fill(t, a, 12)
 	require.NoError(t, a.ReplaceMember(r.devs[3].Path, r.devs[4], false))
 	time.Sleep(50 * time.Millisecond)
@@ -176,7 +168,7 @@ func TestReplaceOldFails(t *testing.T) {
 	st := waitIdle(t, a)
 	require.False(t, st.Degraded, "%+v", st.Devices)
 	requireContent(t, a, want, "after the old member failed mid-replace")
-	require.NoError(t, a.Check())
+	checkConsistent(t, a)
 }
 
 // TestReadErrorRepair: a read error on a member with redundancy returns the
@@ -200,14 +192,12 @@ func TestReadErrorRepair(t *testing.T) {
 				writeTg[i] = membertest.NewToggle(membertest.OpFilter(membertest.Always(), membertest.OpWrite))
 				devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: keep{membertest.Inject(mems[i], membertest.Any(readTg[i], writeTg[i]))}})
 			}
-			a, err := raid.Create(devs, raid.CreateOptions{Name: "rr", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			require.NoError(t, err)
-			defer checkAndClose(t, a)
+			a := createArray(t, devs, raid.CreateOptions{Name: "rr", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			want := fill(t, a, 13)
 			// Member 0's reads fail once: the read is served and repaired.
 			readTg[0].On()
 			got := make([]byte, a.Size())
-			_, err = a.ReadAt(got, 0)
+			_, err := a.ReadAt(got, 0)
 			readTg[0].Off()
 			require.NoError(t, err)
 			require.Equal(t, want, got)
@@ -242,9 +232,7 @@ func TestRebuildResumesAtCheckpoint(t *testing.T) {
 	require.NoError(t, a.Close())
 	// Rate-limited (about a second for the rest), so the resumed rebuild is
 	// still running when we look.
-	b, err := raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1, RebuildMinRate: 400 * chunk, RebuildMaxRate: 400 * chunk})
-	require.NoError(t, err)
-	defer checkAndClose(t, b)
+	b := assembleArray(t, r.devs[1:], raid.Options{CleanDelay: -1, RebuildMinRate: 400 * chunk, RebuildMaxRate: 400 * chunk})
 	st := b.Status()
 	require.NotNil(t, st.Recovery, "the rebuild must resume")
 	assert.GreaterOrEqual(t, st.Recovery.Done, done-5, "resumed from the checkpoint, not from the start")
@@ -265,13 +253,11 @@ func TestBitmapWriteFailure(t *testing.T) {
 		tgs = append(tgs, tg)
 		devs = append(devs, raid.Device{Path: fmt.Sprint("b", i), Member: keep{membertest.Inject(member.NewMemory(memberSizeFor(chunk, 64)), tg)}})
 	}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "bm", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 8 * chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	defer checkAndClose(t, a)
+	a := createArray(t, devs, raid.CreateOptions{Name: "bm", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 8 * chunk}, raid.Options{CleanDelay: -1})
 	p := make([]byte, 3*chunk)
 	rand.New(rand.NewSource(5)).Read(p)
 	tgs[1].On()
-	_, err = a.WriteAt(p, 0) // dirties region 0: the bitmap update fails on member 1
+	_, err := a.WriteAt(p, 0) // dirties region 0: the bitmap update fails on member 1
 	require.NoError(t, err)
 	st := a.Status()
 	assert.True(t, st.Degraded, "the member that lost its bitmap update must be failed")

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raidd/raidd/raid/internal/clock"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -56,6 +57,7 @@ type Array struct {
 	dirty       atomic.Bool  // the superblocks say dirty
 	lastWrite   atomic.Int64 // unix nanoseconds
 	cleanDelay  time.Duration
+	clock       clock.Clock // the time of the rate limiter, clean marking and checkpoints
 	resyncing   atomic.Bool
 	resyncRow   atomic.Int64 // rows done
 	resyncTotal atomic.Int64
@@ -124,7 +126,11 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		lockDegradedReads: geo.Level() == stripe.RAID5,
 		meta:              meta, slots: slots, dead: dead,
 		cleanDelay: o.CleanDelay,
+		clock:      o.clock,
 		zero:       make([]byte, geo.Chunk()),
+	}
+	if a.clock == nil {
+		a.clock = clock.Real{}
 	}
 	if a.cleanDelay == 0 {
 		a.cleanDelay = 2 * time.Second

@@ -31,7 +31,7 @@ func (a *Array) beginWrite() error {
 }
 
 func (a *Array) endWrite() {
-	a.lastWrite.Store(time.Now().UnixNano())
+	a.lastWrite.Store(a.clock.Now().UnixNano())
 	a.inflight.Add(-1)
 }
 
@@ -66,15 +66,11 @@ func (a *Array) tryClean() error {
 }
 
 func (a *Array) cleaner(ctx context.Context) {
-	t := time.NewTicker(a.cleanDelay / 2)
-	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		if a.clock.Sleep(ctx, a.cleanDelay/2) != nil {
 			return
-		case <-t.C:
 		}
-		if time.Since(time.Unix(0, a.lastWrite.Load())) < a.cleanDelay {
+		if a.clock.Now().Sub(time.Unix(0, a.lastWrite.Load())) < a.cleanDelay {
 			continue
 		}
 		if n, err := a.cleanBitmap(); err != nil {

@@ -1,5 +1,15 @@
 package raid
 
+import "github.com/raidd/raidd/raid/internal/clock"
+
+// WithClock returns o with the array's time source set to c (tests only):
+// the rebuild rate limiter, the clean marking and the rebuild checkpoints
+// then wait on c.
+func WithClock(o Options, c clock.Clock) Options {
+	o.clock = c
+	return o
+}
+
 // FailRole marks role m failed as if an I/O error had hit it (tests only).
 func (a *Array) FailRole(m int, err error) {
 	a.cfgMu.Lock()

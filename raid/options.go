@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/raidd/raidd/raid/internal/clock"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -54,6 +55,11 @@ type Options struct {
 	// ProgressInterval is how often rebuild progress is checkpointed in the
 	// superblocks and reported as an event. 0 means 5s.
 	ProgressInterval time.Duration
+
+	// clock is the time source of the rebuild rate limiter, the clean
+	// marking and the rebuild checkpoints; nil means the wall clock. Tests
+	// set a fake one (export_test.go) and move time themselves.
+	clock clock.Clock
 }
 
 // Validate reports every problem at once.

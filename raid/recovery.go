@@ -164,19 +164,12 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 		}()
 	}
 	// Checkpoint periodically while the workers run.
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTicker(a.progressInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			a.checkpoint(j, low())
-			continue
-		case <-done:
-		}
-		break
+	wctx, stop := context.WithCancel(ctx)
+	go func() { wg.Wait(); stop() }()
+	for a.clock.Sleep(wctx, a.progressInterval) == nil {
+		a.checkpoint(j, low())
 	}
+	wg.Wait()
 	row := low()
 	j.row.Store(row)
 	switch {
@@ -240,7 +233,7 @@ func (a *Array) jobStep(j *recovery, row int64) error {
 // by chunk/limit, and a worker sleeps until the clock says its row may go.
 func (a *Array) throttle(ctx context.Context, j *recovery) {
 	j.tmu.Lock()
-	now := time.Now()
+	now := a.clock.Now()
 	if ops := a.clientOps.Load(); ops != j.lastOps {
 		j.lastOps, j.lastBusy = ops, now
 	}
@@ -259,14 +252,7 @@ func (a *Array) throttle(ctx context.Context, j *recovery) {
 	at := j.next
 	j.next = j.next.Add(time.Duration(float64(a.geo.Chunk()) / float64(limit) * float64(time.Second)))
 	j.tmu.Unlock()
-	if d := time.Until(at); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	_ = a.clock.Sleep(ctx, at.Sub(now))
 }
 
 // dataProber is implemented by members that can tell holes from data.

@@ -13,6 +13,7 @@ import (
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/clock"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -27,6 +28,36 @@ func waitIdle(t *testing.T, a *raid.Array) raid.Status {
 		}
 		require.True(t, time.Now().Before(deadline), "recovery did not finish: %+v", st.Recovery)
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitIdleClock is waitIdle for an array on a fake clock: it moves the
+// clock to the next sleeper's deadline whenever the array's background work
+// sleeps on it, so a rate-limited job runs as fast as the machine allows
+// while its rate limiter still sees its configured rate.
+func waitIdleClock(t *testing.T, a *raid.Array, clk *clock.Fake) raid.Status {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := a.Status()
+		if st.Recovery == nil && st.Resync == nil {
+			return st
+		}
+		require.True(t, time.Now().Before(deadline), "recovery did not finish: %+v", st.Recovery)
+		if clk.WaitSleepers(1, time.Millisecond) {
+			clk.AdvanceToNext()
+		}
+	}
+}
+
+// stepJob lets a rate-limited recovery job on clk do about rows more rows:
+// each step waits until the job's workers and checkpointer sleep on the
+// clock, then moves it by one row's time.
+func stepJob(t *testing.T, clk *clock.Fake, rows int, rowTime time.Duration) {
+	t.Helper()
+	for i := 0; i < rows; i++ {
+		require.True(t, clk.WaitSleepers(jobSleepers, 10*time.Second), "the job does not wait for the clock")
+		clk.Advance(rowTime)
 	}
 }
 
@@ -159,13 +190,19 @@ func TestReplace(t *testing.T) {
 // the replacement is rebuilt from redundancy from where the copy was.
 func TestReplaceOldFails(t *testing.T) {
 	const chunk = 8 << 10
+	const rate = 96 // rows per second
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	r := newRig(5, memberSizeFor(chunk, 48))
-	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep2", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 2, RebuildMaxRate: 48 * chunk * 2})
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep2", Level: stripe.RAID5, Chunk: chunk},
+		raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk}, clk))
 	want := fill(t, a, 12)
 	require.NoError(t, a.ReplaceMember(r.devs[3].Path, r.devs[4], false))
-	time.Sleep(50 * time.Millisecond)
+	stepJob(t, clk, 5, time.Second/rate) // the copy is a few rows in
+	st := a.Status()
+	require.NotNil(t, st.Recovery)
+	require.Less(t, st.Recovery.Done, int64(48), "the rate limiter holds the copy back")
 	r.toggles[3].On()
-	st := waitIdle(t, a)
+	st = waitIdleClock(t, a, clk)
 	require.False(t, st.Degraded, "%+v", st.Devices)
 	requireContent(t, a, want, "after the old member failed mid-replace")
 	checkConsistent(t, a)
@@ -220,23 +257,26 @@ func TestReadErrorRepair(t *testing.T) {
 func TestRebuildResumesAtCheckpoint(t *testing.T) {
 	const chunk = 4 << 10
 	const rows = 400
+	const rate = 100 // rows per second
+	const rowTime = time.Second / rate
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	r := newRig(4, memberSizeFor(chunk, rows))
-	a, err := raid.Create(r.devs[:3], raid.CreateOptions{Name: "ck", Level: stripe.RAID5, Chunk: chunk, Spares: r.devs[3:]},
-		raid.Options{CleanDelay: -1, RebuildMinRate: 100 * chunk, RebuildMaxRate: 100 * chunk, ProgressInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
+	a := createArray(t, r.devs[:3], raid.CreateOptions{Name: "ck", Level: stripe.RAID5, Chunk: chunk, Spares: r.devs[3:]},
+		raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk, ProgressInterval: 2 * rowTime}, clk))
 	want := fill(t, a, 14)
 	require.NoError(t, a.FailMember(r.devs[0].Path))
-	time.Sleep(400 * time.Millisecond) // about 40 rows at 100 rows/s
+	stepJob(t, clk, 40, rowTime) // 40 rows' time: the rebuild does 40 rows
 	done := a.Status().Recovery.Done
-	require.Greater(t, done, int64(5))
-	require.NoError(t, a.Close())
-	// Rate-limited (about a second for the rest), so the resumed rebuild is
+	require.InDelta(t, 40, done, 2, "the rate limiter lets one row through per row time")
+	closeChecked(t, a)
+	// On a clock of its own that does not move, the resumed rebuild is
 	// still running when we look.
-	b := assembleArray(t, r.devs[1:], raid.Options{CleanDelay: -1, RebuildMinRate: 400 * chunk, RebuildMaxRate: 400 * chunk})
+	clk = clock.NewFake(time.Unix(2e9, 0))
+	b := assembleArray(t, r.devs[1:], raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk}, clk))
 	st := b.Status()
 	require.NotNil(t, st.Recovery, "the rebuild must resume")
 	assert.GreaterOrEqual(t, st.Recovery.Done, done-5, "resumed from the checkpoint, not from the start")
-	st = waitIdle(t, b)
+	st = waitIdleClock(t, b, clk)
 	require.False(t, st.Degraded)
 	requireContent(t, b, want, "after resumed rebuild")
 }

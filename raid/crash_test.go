@@ -11,6 +11,7 @@ import (
 
 	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/clock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -57,9 +58,7 @@ func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
 	require.NoError(t, err, "seed %d", seed)
 	geo := a.Geometry()
 	size := a.Size()
-	stable := make([]byte, size) // bytes guaranteed durable
-	dirty := make([]bool, size)  // written since they were last made durable
-	current := make([]byte, size)
+	o := newCrashOracle(size)
 	// Confine the writes to two random regions' worth of rows, so the
 	// bitmap has something to prove.
 	rowsPer := int64(region / chunk)
@@ -96,36 +95,23 @@ func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
 			rng.Read(p)
 			_, err := a.WriteAt(p, off)
 			require.NoError(t, err)
-			copy(current[off:], p)
-			for b := off; b < off+l; b++ {
-				dirty[b] = true
-			}
+			o.write(off, p)
 		case k < 8:
 			p := make([]byte, l)
 			rng.Read(p)
 			_, err := a.WriteAtFUA(p, off)
 			require.NoError(t, err)
-			copy(current[off:], p)
-			copy(stable[off:], p)
-			for b := off; b < off+l; b++ {
-				dirty[b] = false
-			}
+			o.writeDurable(off, p)
 		case k < 9:
 			require.NoError(t, a.Discard(off, l))
-			clear(current[off : off+l])
-			for b := off; b < off+l; b++ {
-				dirty[b] = true
-			}
+			o.write(off, make([]byte, l))
 		default:
 			require.NoError(t, a.Sync())
-			copy(stable, current)
-			clear(dirty)
+			o.sync()
 		}
 	}
 	powerCut(a, cs, power, seed)
-	b, err := raid.Assemble(devs, opts)
-	require.NoError(t, err, "seed %d: assemble after crash", seed)
-	defer b.Close()
+	b := assembleArray(t, devs, opts)
 	st := b.Status()
 	if level != stripe.RAID0 {
 		require.NotNil(t, st.Bitmap, "bitmap status")
@@ -142,7 +128,7 @@ func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
 		assert.Less(t, rs.Total, int64(rows), "seed %d: resync must not cover the whole array", seed)
 		waitIdle(t, b)
 	}
-	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: after the crash", seed))
+	o.verify(t, b, fmt.Sprintf("seed %d: after the crash", seed))
 	if level != stripe.RAID0 {
 		checkConsistent(t, b, "seed %d: consistency after resync", seed)
 	}
@@ -176,6 +162,8 @@ func TestCrashDuringRebuild(t *testing.T) {
 func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
 	const chunk = 8 << 10
 	const rows = 128
+	const rate = 64 // rows per second
+	const rowTime = time.Second / rate
 	rng := rand.New(rand.NewSource(seed))
 	cs := make([]*membertest.Crashable, n+1)
 	devs := make([]raid.Device, n+1)
@@ -184,23 +172,28 @@ func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
 		cs[i] = membertest.NewCrashable(memberSizeFor(chunk, rows))
 		devs[i] = raid.Device{Path: fmt.Sprint("c", i), Member: keep{membertest.Inject(cs[i], power)}}
 	}
-	opts := raid.Options{CleanDelay: -1, RebuildMinRate: 64 * chunk, RebuildMaxRate: 64 * chunk, ProgressInterval: 150 * time.Millisecond}
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	opts := raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk, ProgressInterval: 150 * time.Millisecond}, clk)
 	a, err := raid.Create(devs[:n], raid.CreateOptions{Name: "cr", Level: level, Chunk: chunk, BitmapRegion: 8 * chunk}, opts)
 	require.NoError(t, err)
 	size := a.Size()
-	stable := make([]byte, size)
-	rng.Read(stable)
-	_, err = a.WriteAt(stable, 0)
+	o := newCrashOracle(size)
+	p := make([]byte, size)
+	rng.Read(p)
+	_, err = a.WriteAt(p, 0)
 	require.NoError(t, err)
+	o.write(0, p)
 	require.NoError(t, a.Sync())
-	dirty := make([]bool, size)
+	o.sync()
 	require.NoError(t, a.FailMember(devs[0].Path))
-	require.NoError(t, a.AddMember(devs[n], false)) // rebuild starts, about 64 rows/s
+	require.NoError(t, a.AddMember(devs[n], false)) // the rebuild starts, one row per rowTime
 	// Write behind the rebuild (the first eighth of the array, which it
-	// passes within about 250 ms) and cut the power later: torn writes then
+	// passes after about 16 rows) and cut the power later: torn writes then
 	// hit rows below the checkpoint, which only the bitmap and resync cover.
-	deadline := time.Now().Add(time.Duration(400+rng.Intn(400)) * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// The fake clock moves one row's time every 6 writes, once both rebuild
+	// workers and the checkpointer sleep on it, so the rebuild does 40 rows
+	// of 128 before the crash, whatever the machine's speed.
+	for i := 0; i < 240; i++ {
 		off := rng.Int63n(size/8 - 2*chunk)
 		p := make([]byte, 1+rng.Intn(2*chunk))
 		rng.Read(p)
@@ -208,49 +201,188 @@ func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
 		case 0:
 			_, err = a.WriteAtFUA(p, off)
 			require.NoError(t, err)
-			copy(stable[off:], p)
-			clear(dirty[off : off+int64(len(p))])
+			o.writeDurable(off, p)
 		case 1:
 			require.NoError(t, a.Sync())
-			clear(dirty)
+			o.sync()
 			fallthrough
 		default:
 			_, err = a.WriteAt(p, off)
 			require.NoError(t, err)
-			copy(stable[off:], p) // the new bytes are the ones a later Sync makes durable
-			for b := off; b < off+int64(len(p)); b++ {
-				dirty[b] = true
-			}
+			o.write(off, p)
 		}
-		time.Sleep(time.Millisecond)
+		if i%6 == 5 {
+			require.True(t, clk.WaitSleepers(jobSleepers, 10*time.Second), "seed %d: the rebuild does not wait for the clock", seed)
+			clk.Advance(rowTime)
+		}
 	}
-	require.NotNil(t, a.Status().Recovery, "seed %d: the crash must hit a running rebuild", seed)
+	st := a.Status()
+	require.NotNil(t, st.Recovery, "seed %d: the crash must hit a running rebuild", seed)
+	require.Greater(t, st.Recovery.Done, int64(rows/8), "seed %d: the rebuild must have passed the written rows", seed)
 	powerCut(a, cs, power, seed)
 	// Assemble without the failed member (it is gone), with the half-built spare.
-	b, err := raid.Assemble(devs[1:], raid.Options{CleanDelay: -1})
-	require.NoError(t, err, "seed %d", seed)
-	defer b.Close()
+	b := assembleArray(t, devs[1:], raid.Options{CleanDelay: -1})
 	require.True(t, hasEvent(b.Status(), raid.EventRebuildStarted), "seed %d: the rebuild must resume", seed)
-	st := waitIdle(t, b)
+	st = waitIdle(t, b)
 	require.False(t, st.Degraded, "seed %d: rebuild must complete: %+v", seed, st.Devices)
-	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: after the resumed rebuild", seed))
+	got := o.verify(t, b, fmt.Sprintf("seed %d: after the resumed rebuild", seed))
 	checkConsistent(t, b, "seed %d: mirrors after the resumed rebuild", seed)
-	// Lose an original member: the rebuilt one must carry its copies.
+	// Lose an original member: the rebuilt one must carry the same bytes.
 	require.NoError(t, b.FailMember(devs[1].Path))
-	requireDurable(t, b, stable, dirty, fmt.Sprintf("seed %d: without an original member", seed))
+	requireContent(t, b, got, fmt.Sprintf("seed %d: without an original member", seed))
 }
 
-// requireDurable checks that every byte not marked dirty reads as stable.
-func requireDurable(t *testing.T, a *raid.Array, stable []byte, dirty []bool, what string) {
-	t.Helper()
-	got := make([]byte, len(stable))
-	_, err := a.ReadAt(got, 0)
-	require.NoError(t, err, what)
-	for i := range got {
-		if !dirty[i] && got[i] != stable[i] {
-			t.Fatalf("%s: durable byte %d reads %#x, want %#x", what, i, got[i], stable[i])
+// jobSleepers is how many goroutines of a rate-limited recovery job sleep
+// on the clock when it waits for the rate limiter: its two row workers and
+// its checkpointer.
+const jobSleepers = 3
+
+// crashOracle knows, byte by byte, what an array may read after a crash:
+// a byte made durable (by Sync, or by a FUA write) reads exactly its
+// durable value; a byte written since reads its durable value or any of
+// the values written to it since then (a discard writes zeroes). Nothing
+// else is allowed: no byte from another offset, no stale parity garbage.
+type crashOracle struct {
+	current []byte
+	durable []byte
+	// since[b] is the index in log of the first write to byte b after it
+	// was last made durable, or -1 if it has not been written since.
+	since []int32
+	log   []oracleWrite // writes since the last Sync, in order
+}
+
+type oracleWrite struct {
+	off  int64
+	data []byte
+}
+
+func newCrashOracle(size int64) *crashOracle {
+	o := &crashOracle{current: make([]byte, size), durable: make([]byte, size), since: make([]int32, size)}
+	for i := range o.since {
+		o.since[i] = -1
+	}
+	return o
+}
+
+// write records a write that returned but may not be durable.
+func (o *crashOracle) write(off int64, p []byte) {
+	idx := int32(len(o.log))
+	o.log = append(o.log, oracleWrite{off: off, data: append([]byte(nil), p...)})
+	copy(o.current[off:], p)
+	for b := off; b < off+int64(len(p)); b++ {
+		if o.since[b] < 0 {
+			o.since[b] = idx
 		}
 	}
+}
+
+// writeDurable records a FUA write: its bytes are durable when it returns.
+func (o *crashOracle) writeDurable(off int64, p []byte) {
+	copy(o.current[off:], p)
+	copy(o.durable[off:], p)
+	for b := off; b < off+int64(len(p)); b++ {
+		o.since[b] = -1
+	}
+}
+
+// sync records a Sync that returned: everything written is durable.
+func (o *crashOracle) sync() {
+	copy(o.durable, o.current)
+	for i := range o.since {
+		o.since[i] = -1
+	}
+	clear(o.log)
+	o.log = o.log[:0]
+}
+
+// verify reads the whole array and fails the test at the first byte that
+// reads neither its durable value nor a value written to it since. It
+// returns what it read.
+func (o *crashOracle) verify(t *testing.T, a *raid.Array, what string) []byte {
+	t.Helper()
+	got := make([]byte, len(o.durable))
+	_, err := a.ReadAt(got, 0)
+	require.NoError(t, err, what)
+	if v := o.violation(got); v != "" {
+		t.Fatalf("%s: %s", what, v)
+	}
+	unsynced, changed := 0, 0
+	for i := range got {
+		if o.since[i] >= 0 {
+			unsynced++
+			if got[i] != o.durable[i] {
+				changed++
+			}
+		}
+	}
+	t.Logf("%s: %d unsynced bytes: %d read a value written since they were durable, the rest their durable value", what, unsynced, changed)
+	return got
+}
+
+// violation describes the first byte of got the oracle does not allow, or
+// returns "".
+func (o *crashOracle) violation(got []byte) string {
+	ok := make([]bool, len(got))
+	for i := range got {
+		ok[i] = got[i] == o.durable[i]
+	}
+	for j, w := range o.log {
+		for k, v := range w.data {
+			b := w.off + int64(k)
+			if !ok[b] && o.since[b] >= 0 && int(o.since[b]) <= j && got[b] == v {
+				ok[b] = true
+			}
+		}
+	}
+	for i := range got {
+		switch {
+		case ok[i]:
+		case o.since[i] < 0:
+			return fmt.Sprintf("durable byte %d reads %#x, want %#x", i, got[i], o.durable[i])
+		default:
+			return fmt.Sprintf("unsynced byte %d reads %#x: neither its durable value %#x nor a value of the %d writes since", i, got[i], o.durable[i], len(o.log)-int(o.since[i]))
+		}
+	}
+	return ""
+}
+
+// TestCrashOracle: the oracle accepts, byte by byte, the durable value or
+// any value written since, and nothing else.
+func TestCrashOracle(t *testing.T) {
+	o := newCrashOracle(8)
+	o.write(0, []byte{1, 1, 1, 1, 1, 1, 1, 1})
+	o.sync()                       // durable: 1 everywhere
+	o.write(0, []byte{2, 2, 2, 2}) // bytes 0-3 may read 1 or 2
+	o.write(2, []byte{3, 3})       // bytes 2-3 may read 1, 2 or 3
+	o.writeDurable(3, []byte{4})   // byte 3 is 4
+	o.write(3, []byte{5, 5})       // bytes 3-4 may read 4/1 or 5
+	o.write(6, make([]byte, 1))    // a discard: byte 6 may read 1 or 0
+	for _, ok := range [][]byte{
+		{1, 1, 1, 4, 1, 1, 1, 1}, // nothing kept
+		{2, 2, 3, 5, 5, 1, 0, 1}, // everything kept
+		{1, 2, 2, 4, 5, 1, 1, 1}, // a mix, per byte
+	} {
+		assert.Empty(t, o.violation(ok), "%v", ok)
+	}
+	for _, bad := range []struct {
+		got  []byte
+		want string
+	}{
+		{[]byte{1, 1, 1, 4, 1, 9, 1, 1}, "durable byte 5 reads 0x9"},  // a synced byte changed
+		{[]byte{1, 1, 1, 4, 1, 1, 1, 0}, "durable byte 7 reads 0x0"},  // lost synced data
+		{[]byte{3, 1, 1, 4, 1, 1, 1, 1}, "unsynced byte 0 reads 0x3"}, // a value written elsewhere
+		{[]byte{1, 1, 1, 2, 1, 1, 1, 1}, "unsynced byte 3 reads 0x2"}, // written before a FUA write
+		{[]byte{1, 1, 1, 4, 1, 1, 7, 1}, "unsynced byte 6 reads 0x7"}, // garbage
+		{[]byte{1, 1, 1, 4, 4, 1, 1, 1}, "unsynced byte 4 reads 0x4"}, // another byte's value
+	} {
+		assert.Contains(t, o.violation(bad.got), bad.want, "%v", bad.got)
+	}
+	// A FUA write ends what earlier unsynced writes may leave behind.
+	o.writeDurable(0, []byte{6})
+	assert.Contains(t, o.violation([]byte{2, 1, 1, 4, 1, 1, 1, 1}), "durable byte 0 reads 0x2")
+	o.sync()
+	assert.Contains(t, o.violation([]byte{6, 1, 1, 4, 1, 1, 1, 1}), "durable byte 1 reads 0x1", "after a sync only the last values are allowed")
+	assert.Empty(t, o.violation([]byte{6, 2, 3, 5, 5, 1, 0, 1}))
 }
 
 // powerCut stops the array as a power failure would: from the cut on, no

@@ -36,6 +36,9 @@ type conn struct {
 	bw       *bufio.Writer
 	werr     error // first write error; guarded by wmu
 	wpending atomic.Int32
+	// wdeadline is the write deadline last set (see armWrite); guarded by
+	// wmu.
+	wdeadline time.Time
 	// Large READ replies skip the buffer: header and data go out in one
 	// writev. Guarded by wmu.
 	rhdr [structuredHeaderLen + 8]byte
@@ -52,8 +55,20 @@ type conn struct {
 	// Transmission.
 	work    chan *request
 	workers sync.WaitGroup
-	sem     byteSem
+	sem     byteSem                // Options.MaxInFlightBytes of this connection
+	reserve byteSem                // connReserveBytes outside the server budget
 	hdr     [requestHeaderLen]byte // reader-owned request header buffer
+
+	// Reader control (see limits.go). stop is closed by halt; rdMu guards
+	// stopped, readerIdle and inflight, and every read deadline set after
+	// the handshake, so that nothing undoes a halt.
+	stop       chan struct{}
+	rdMu       sync.Mutex
+	stopped    bool
+	readerIdle bool // the reader waits for a request header
+	inflight   int  // requests handed to workers and not yet answered (counted only with IdleTimeout)
+	// payloadDeadline: the reader left a payload deadline set. Reader-owned.
+	payloadDeadline bool
 
 	// Handshake scratch.
 	optBuf   []byte
@@ -67,18 +82,20 @@ type conn struct {
 // request is one transmission request travelling from the reader to a
 // worker. buf holds the WRITE payload or the READ destination.
 type request struct {
-	h   requestHeader
-	buf *[]byte
+	h    requestHeader
+	buf  *[]byte
+	from uint8 // where its payload bytes were taken from (fromNone, ...)
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		s:  s,
-		nc: nc,
-		br: bufio.NewReaderSize(nc, connReadBufSize),
-		bw: bufio.NewWriterSize(nc, connWriteBufSize),
+		s:    s,
+		nc:   nc,
+		br:   bufio.NewReaderSize(nc, connReadBufSize),
+		bw:   bufio.NewWriterSize(nc, connWriteBufSize),
+		stop: make(chan struct{}),
 	}
 	c.log = s.log
 	if a := nc.RemoteAddr(); a != nil {
@@ -87,10 +104,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// interrupt makes the connection stop reading: a handshake in progress fails,
-// and the transmission reader stops after the requests already buffered.
+// interrupt makes the connection stop reading (at shutdown): a handshake in
+// progress fails, and the transmission reader stops.
 func (c *conn) interrupt() {
-	_ = c.nc.SetReadDeadline(time.Now())
+	c.halt()
 }
 
 func (c *conn) serve() {
@@ -117,6 +134,7 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock,
 		blockStatus: c.metaID != 0}
 	c.sem.init(s.opts.MaxInFlightBytes)
+	c.reserve.init(connReserveBytes)
 	c.work = make(chan *request, s.opts.Workers)
 	for range s.opts.Workers {
 		c.workers.Add(1)
@@ -125,25 +143,31 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.readLoop()
 	close(c.work)
 	c.workers.Wait()
-	c.wmu.Lock()
-	if c.werr == nil {
-		if err := c.bw.Flush(); err != nil {
-			c.failWrite(err)
-		}
-	}
-	c.wmu.Unlock()
+	c.lockWriter()
+	c.unlockWriter() // flushes what is left
 }
 
 // readLoop parses requests and hands valid ones to the workers. Invalid
 // requests are answered here; a rejected WRITE's payload is discarded in
-// place (never buffered) so the stream stays in sync.
+// place (never buffered) so the stream stays in sync. Before allocating a
+// READ or WRITE buffer it takes the request's bytes (see acquire), waiting
+// while they are not available.
 func (c *conn) readLoop() {
 	s := c.s
 	for {
+		if !c.armHeaderRead() {
+			return
+		}
 		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+			if c.timedOut(err) {
+				s.stats.idleTimeouts.Add(1)
+				c.log.Debug("nbd: idle timeout; closing connection", "idle", s.opts.IdleTimeout)
+				return
+			}
 			c.logReadEnd(err)
 			return
 		}
+		c.headerRead()
 		h, ok := parseRequestHeader(c.hdr[:])
 		if !ok {
 			c.log.Debug("nbd: bad request magic; disconnecting", "err", ErrProtocol)
@@ -159,8 +183,8 @@ func (c *conn) readLoop() {
 		}
 		if errno != 0 {
 			if h.typ == cmdWrite && h.length > 0 {
-				if err := c.discard(h.length); err != nil {
-					c.logReadEnd(err)
+				if err := c.readPayload(nil, h.length); err != nil {
+					c.logPayloadEnd(err)
 					return
 				}
 			}
@@ -170,18 +194,36 @@ func (c *conn) readLoop() {
 		r := requestPool.Get().(*request)
 		r.h = h
 		if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > 0 {
-			c.sem.acquire(int64(h.length))
+			if !c.acquire(r) {
+				// Halted while waiting: shutdown or a failed reply write.
+				requestPool.Put(r)
+				if s.shutting.Load() {
+					c.replyError(&h, errnoShutdown, reasonShutdown)
+				}
+				return
+			}
 			r.buf = s.bufs.get(int(h.length))
 			if h.typ == cmdWrite {
-				if _, err := io.ReadFull(c.br, *r.buf); err != nil {
-					c.logReadEnd(err)
+				if err := c.readPayload(*r.buf, h.length); err != nil {
+					c.logPayloadEnd(err)
 					c.finish(r)
 					return
 				}
 			}
 		}
+		c.beginRequest()
 		c.work <- r
 	}
+}
+
+// logPayloadEnd logs why reading a WRITE payload failed.
+func (c *conn) logPayloadEnd(err error) {
+	if c.timedOut(err) {
+		c.s.stats.ioTimeouts.Add(1)
+		c.log.Debug("nbd: WRITE payload not received in time; closing connection", "timeout", c.s.opts.IOTimeout)
+		return
+	}
+	c.logReadEnd(err)
 }
 
 // discard drops n payload bytes from the stream in bounded pieces (n may
@@ -211,6 +253,7 @@ func (c *conn) worker() {
 	for r := range c.work {
 		c.execute(r)
 		c.finish(r)
+		c.endRequest()
 	}
 }
 
@@ -219,8 +262,8 @@ func (c *conn) finish(r *request) {
 	if r.buf != nil {
 		c.s.bufs.put(r.buf)
 		r.buf = nil
-		c.sem.release(int64(r.h.length))
 	}
+	c.release(r)
 	requestPool.Put(r)
 }
 
@@ -515,6 +558,9 @@ func blockExtents(d BlockStatuser, off, n, minB int64, reqOne bool) ([]extent, e
 func (c *conn) lockWriter() {
 	c.wpending.Add(1)
 	c.wmu.Lock()
+	if c.werr == nil {
+		c.armWrite()
+	}
 }
 
 func (c *conn) unlockWriter() {
@@ -533,9 +579,14 @@ func (c *conn) failWrite(err error) {
 		return
 	}
 	c.werr = err
-	if !errors.Is(err, net.ErrClosed) {
+	switch {
+	case c.timedOut(err):
+		c.s.stats.ioTimeouts.Add(1)
+		c.log.Debug("nbd: client did not take its reply in time; closing connection", "timeout", c.s.opts.IOTimeout)
+	case !errors.Is(err, net.ErrClosed):
 		c.log.Debug("nbd: writing reply failed; closing connection", "err", err)
 	}
+	c.halt()
 	_ = c.nc.Close()
 }
 

@@ -16,10 +16,11 @@
 //     reader; a rejected WRITE's payload is discarded from the stream in place
 //     (never buffered, whatever its length) so the stream stays in sync.
 //     For valid READ and WRITE requests the reader first takes length bytes
-//     from a per-connection byte semaphore (Options.MaxInFlightBytes; the
-//     reader blocks while it is exhausted), then takes a buffer from a
-//     size-class sync.Pool, reads the WRITE payload into it, and queues the
-//     request to the workers through a channel of capacity Workers.
+//     from the connection's bound and from the server-wide budget (see
+//     "Resource bounds"; the reader blocks while they are exhausted), then
+//     takes a buffer from a size-class sync.Pool, reads the WRITE payload
+//     into it, and queues the request to the workers through a channel of
+//     capacity Workers.
 //   - Workers execute requests concurrently against the Device and write
 //     replies. Replies go out in completion order, not request order; the
 //     client's handle is echoed untouched.
@@ -33,9 +34,53 @@
 // The connection ends on NBD_CMD_DISC (requests received before it are
 // executed and answered, DISC gets no reply), on EOF or any read error, on a
 // bad request magic (protocol violation), on a failed reply write (the
-// connection is closed), or on shutdown. In every case the reader stops, the
+// connection is closed), on the idle or I/O timeout, or on shutdown. In every case the reader stops, the
 // queued requests are executed, the workers exit, and the socket is closed;
 // one connection's failure never affects another.
+//
+// # Resource bounds
+//
+// Memory held for clients is bounded whatever they do:
+//
+//   - Payload bytes. A READ or WRITE takes its length from the connection's
+//     bound (Options.MaxInFlightBytes) and then from the server-wide budget
+//     (Options.MaxTotalInFlightBytes, a FIFO byte semaphore) before its
+//     buffer is allocated, and gives them back once its reply has been
+//     written. A WRITE payload is therefore never buffered before there is
+//     room for it: a reader without budget stops reading, and TCP pushes
+//     back on the client. Requests of at most 128 KiB may instead use a
+//     per-connection reserve of 128 KiB outside the budget, so small I/O
+//     from any client proceeds while large requests exhaust the budget.
+//     No request can exceed the budget: Options.Validate requires it to be
+//     at least MaxPayload, the largest READ or WRITE served.
+//   - No deadlock: only readers wait for bytes, and bytes are held only by
+//     requests that need no further bytes to finish (executing on the
+//     device or writing their reply). A reader waiting for bytes gives up
+//     when its connection is halted (shutdown, failed reply write).
+//   - Time. A client that stops reading replies, or trickles a WRITE
+//     payload, would keep its bytes forever; Options.IOTimeout bounds both
+//     (the write deadline is refreshed only when less than 7/8 of it is
+//     left, which keeps the system call off most replies). A payload that
+//     is already buffered needs no deadline. The optional
+//     Options.IdleTimeout closes a connection with nothing in flight that
+//     sends no request; it is off by default because the Linux kernel
+//     client keeps idle connections open and does not reconnect.
+//   - Connections. Options.MaxConnections bounds the connections in the
+//     handshake or transmission; each holds two 128 KiB socket buffers and
+//     Workers+1 goroutines. One beyond the limit is refused as the
+//     protocol asks of a server that will not serve a client: it is greeted
+//     and every option answered with NBD_REP_ERR_POLICY and a message
+//     naming the limit (NBD_OPT_EXPORT_NAME, which has no error reply,
+//     closes it), with no buffers of its own and under the handshake
+//     deadline. At most 16 refusals run at once; beyond them connections
+//     are closed at accept, which the protocol allows against a denial of
+//     service. A warning is logged at most every 10 s.
+//
+// Altogether payload memory stays below MaxTotalInFlightBytes +
+// MaxConnections x 128 KiB, plus MaxConnections x 256 KiB of socket
+// buffers. bench/conn-memory.sh shows the bound against the attacks of
+// issue 7 with the real binary. Stats reports the bytes in flight, refused
+// connections and the connections closed by each timeout.
 //
 // # Handshake
 //
@@ -216,7 +261,8 @@
 // # Shutdown
 //
 // Server.Shutdown closes the listeners, makes every connection stop reading
-// (handshakes fail at once), answers queued requests that have not started
-// with ESHUTDOWN, lets executing requests finish and reply, then closes the
+// (handshakes fail at once, refused connections are closed), answers queued
+// requests that have not started, and a request whose reader was waiting
+// for payload bytes, with ESHUTDOWN, lets executing requests finish and reply, then closes the
 // connections. Requests still in the socket buffer are not read.
 package nbd

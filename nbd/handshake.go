@@ -261,7 +261,11 @@ func (c *conn) enterTransmission(e *export) bool {
 	if c.structured && c.meta.allocation && c.meta.exp == e {
 		c.metaID = metaIDBaseAllocation
 	}
-	_ = c.nc.SetDeadline(time.Time{})
+	c.rdMu.Lock()
+	if !c.stopped {
+		_ = c.nc.SetDeadline(time.Time{})
+	}
+	c.rdMu.Unlock()
 	if c.s.shutting.Load() {
 		c.interrupt()
 	}

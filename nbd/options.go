@@ -35,14 +35,48 @@ type Options struct {
 	// request reader blocks while the bound would be exceeded. Default
 	// 64 MiB; it must be at least MaxPayload.
 	MaxInFlightBytes int64
+	// MaxTotalInFlightBytes bounds the same bytes across all connections:
+	// a connection's reader takes a request's length from this server-wide
+	// budget before it allocates the WRITE payload or READ reply buffer,
+	// and the bytes return when the reply has been written. A reader that
+	// finds the budget exhausted blocks (so TCP pushes back on its client)
+	// until earlier requests, in FIFO order, have been served. In addition,
+	// each connection may hold up to 128 KiB of requests of at most that
+	// size outside the budget, so small I/O from any client proceeds while
+	// large requests of others exhaust it. Payload memory is therefore
+	// bounded by MaxTotalInFlightBytes + MaxConnections x 128 KiB. Default
+	// 64 MiB; it must be at least MaxPayload.
+	MaxTotalInFlightBytes int64
 	// MaxPayload is the largest READ or WRITE length served (and the cap of
-	// the advertised maximum block size). Longer requests get EINVAL (a
+	// the advertised maximum block size). Longer requests get EOVERFLOW (a
 	// rejected WRITE's payload is read and discarded, never buffered).
 	// Default 32 MiB; between 4 KiB and 1 GiB.
 	MaxPayload int64
+	// MaxConnections bounds the connections open at once, in the handshake
+	// or in transmission. A connection beyond it is refused: the server
+	// sends its greeting and answers every option with NBD_REP_ERR_POLICY
+	// and a message naming the limit (closing at NBD_OPT_EXPORT_NAME, which
+	// has no error reply), without allocating buffers for it; at most 16
+	// such refusals run at once, and connections beyond those are closed at
+	// accept. Default 128.
+	MaxConnections int
 	// HandshakeTimeout bounds the whole option haggling phase of a
 	// connection. Default 10 s.
 	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection in transmission that has no request
+	// in flight and has not sent a new one for this long. Zero, the
+	// default, means no idle timeout: the Linux kernel client keeps an idle
+	// connection open for as long as the device is attached and does not
+	// reconnect, so closing it would break a mounted file system.
+	IdleTimeout time.Duration
+	// IOTimeout bounds how long the server waits on a client while it holds
+	// memory for it: a WRITE payload must be received in full, and each
+	// reply must be written in full, within IOTimeout of the server
+	// starting to read or write it. A client that trickles its payload or
+	// stops reading replies is disconnected, and the bytes its requests
+	// hold return to the budget. With 32 MiB requests the default of 30 s
+	// requires about 1.1 MiB/s from the client.
+	IOTimeout time.Duration
 	// Workers is the number of requests executed concurrently per
 	// connection. Default 16.
 	Workers int
@@ -53,10 +87,13 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultMaxInFlightBytes = 64 << 20
-	DefaultMaxPayload       = 32 << 20
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultWorkers          = 16
+	DefaultMaxInFlightBytes      = 64 << 20
+	DefaultMaxTotalInFlightBytes = 64 << 20
+	DefaultMaxPayload            = 32 << 20
+	DefaultMaxConnections        = 128
+	DefaultHandshakeTimeout      = 10 * time.Second
+	DefaultIOTimeout             = 30 * time.Second
+	DefaultWorkers               = 16
 
 	minMaxPayload = 4 << 10
 	maxMaxPayload = 1 << 30
@@ -67,8 +104,17 @@ func (o Options) withDefaults() Options {
 	if o.MaxInFlightBytes == 0 {
 		o.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
+	if o.MaxTotalInFlightBytes == 0 {
+		o.MaxTotalInFlightBytes = DefaultMaxTotalInFlightBytes
+	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.IOTimeout == 0 {
+		o.IOTimeout = DefaultIOTimeout
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
@@ -93,11 +139,23 @@ func (o Options) Validate() error {
 	if o.MaxInFlightBytes < 0 {
 		bad("MaxInFlightBytes %d is negative", o.MaxInFlightBytes)
 	}
+	if o.MaxTotalInFlightBytes < 0 {
+		bad("MaxTotalInFlightBytes %d is negative", o.MaxTotalInFlightBytes)
+	}
 	if o.MaxPayload < 0 {
 		bad("MaxPayload %d is negative", o.MaxPayload)
 	}
+	if o.MaxConnections < 0 {
+		bad("MaxConnections %d is negative", o.MaxConnections)
+	}
 	if o.HandshakeTimeout < 0 {
 		bad("HandshakeTimeout %v is negative", o.HandshakeTimeout)
+	}
+	if o.IdleTimeout < 0 {
+		bad("IdleTimeout %v is negative", o.IdleTimeout)
+	}
+	if o.IOTimeout < 0 {
+		bad("IOTimeout %v is negative", o.IOTimeout)
 	}
 	if o.Workers < 0 {
 		bad("Workers %d is negative", o.Workers)
@@ -108,6 +166,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxInFlightBytes >= 0 && o.MaxPayload >= 0 && d.MaxInFlightBytes < d.MaxPayload {
 		bad("MaxInFlightBytes %d is smaller than MaxPayload %d", d.MaxInFlightBytes, d.MaxPayload)
+	}
+	if o.MaxTotalInFlightBytes >= 0 && o.MaxPayload >= 0 && d.MaxTotalInFlightBytes < d.MaxPayload {
+		bad("MaxTotalInFlightBytes %d is smaller than MaxPayload %d", d.MaxTotalInFlightBytes, d.MaxPayload)
 	}
 	if len(o.Exports) == 0 {
 		bad("no exports")

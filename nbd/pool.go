@@ -39,36 +39,104 @@ func (p *bufPool) put(b *[]byte) {
 	p.classes[bufClass(cap(*b))].Put(b)
 }
 
-// byteSem is a weighted semaphore counting payload bytes in flight on one
-// connection. Only the connection's reader acquires; workers release.
+// byteSem is a weighted semaphore of payload bytes, granted in FIFO order
+// so that a large request is not starved by a stream of small ones. The
+// server-wide budget (Options.MaxTotalInFlightBytes) is one, shared by
+// every connection's reader; each connection's own bound
+// (Options.MaxInFlightBytes) is another, acquired by that connection's
+// reader only. Holders release from any goroutine.
 type byteSem struct {
-	mu    sync.Mutex
-	cond  sync.Cond
-	avail int64
+	mu      sync.Mutex
+	size    int64
+	avail   int64
+	waiters []*semWaiter // FIFO
+}
+
+type semWaiter struct {
+	n     int64
+	ready chan struct{} // closed when the bytes have been granted
 }
 
 func (s *byteSem) init(n int64) {
-	s.avail = n
-	s.cond.L = &s.mu
+	s.size, s.avail = n, n
 }
 
-// acquire blocks until n bytes are available and takes them. n must not
-// exceed the semaphore's capacity (Options.Validate guarantees that
-// MaxInFlightBytes >= MaxPayload).
-func (s *byteSem) acquire(n int64) {
+// acquire takes n bytes (0 < n <= size), blocking while they are not
+// available or earlier waiters are still queued. It returns false, having
+// taken nothing, if abort is closed first.
+func (s *byteSem) acquire(n int64, abort <-chan struct{}) bool {
 	s.mu.Lock()
-	for s.avail < n {
-		s.cond.Wait()
+	if len(s.waiters) == 0 && s.avail >= n {
+		s.avail -= n
+		s.mu.Unlock()
+		return true
 	}
-	s.avail -= n
+	w := &semWaiter{n: n, ready: make(chan struct{})}
+	s.waiters = append(s.waiters, w)
 	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true
+	case <-abort:
+	}
+	s.mu.Lock()
+	select {
+	case <-w.ready:
+		// Granted meanwhile: give the bytes back.
+		s.avail += n
+	default:
+		for i, x := range s.waiters {
+			if x == w {
+				s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+	// Either way the head of the queue may now fit.
+	s.grantLocked()
+	s.mu.Unlock()
+	return false
 }
 
+// tryAcquire takes n bytes if that is possible at once without overtaking
+// a waiter.
+func (s *byteSem) tryAcquire(n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.waiters) == 0 && s.avail >= n {
+		s.avail -= n
+		return true
+	}
+	return false
+}
+
+// release returns n bytes and wakes the waiters that now fit, in order.
 func (s *byteSem) release(n int64) {
 	s.mu.Lock()
 	s.avail += n
+	if s.avail > s.size {
+		s.mu.Unlock()
+		panic("nbd: byteSem released more than acquired")
+	}
+	s.grantLocked()
 	s.mu.Unlock()
-	s.cond.Signal()
+}
+
+func (s *byteSem) grantLocked() {
+	for len(s.waiters) > 0 && s.avail >= s.waiters[0].n {
+		w := s.waiters[0]
+		s.waiters[0] = nil
+		s.waiters = s.waiters[1:]
+		s.avail -= w.n
+		close(w.ready)
+	}
+}
+
+// inUse returns the bytes currently held.
+func (s *byteSem) inUse() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size - s.avail
 }
 
 // zeroBuf is a read-only buffer of zeroes used to emulate WRITE_ZEROES with

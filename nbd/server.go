@@ -24,13 +24,19 @@ type Server struct {
 	log     *slog.Logger
 	exports []*export
 	bufs    bufPool
+	budget  byteSem // Options.MaxTotalInFlightBytes, shared by all connections
 
 	shutting atomic.Bool // Shutdown or Close was called
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	connWG    sync.WaitGroup
+	refusing  map[net.Conn]struct{} // connections being refused (over MaxConnections)
+	connWG    sync.WaitGroup        // connection and refusal goroutines
+	// Refusal log rate limit: refusals since the last warning, and when it
+	// was logged.
+	refusedSinceLog int64
+	lastRefusedLog  time.Time
 
 	stats counters
 }
@@ -48,7 +54,9 @@ func NewServer(opts Options) (*Server, error) {
 		log:       opts.Logger,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		refusing:  make(map[net.Conn]struct{}),
 	}
+	s.budget.init(opts.MaxTotalInFlightBytes)
 	for _, e := range opts.Exports {
 		ex := &export{Export: e, caps: discoverCaps(e.Device)}
 		minB, pref, maxB := rawBlockSizes(e.Device)
@@ -103,14 +111,19 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c := s.register(nc)
-		if c == nil {
-			continue
+		c, refuse := s.register(nc, true)
+		switch {
+		case refuse:
+			go func() {
+				defer s.connWG.Done()
+				s.refuse(nc)
+			}()
+		case c != nil:
+			go func() {
+				defer s.connWG.Done()
+				c.serve()
+			}()
 		}
-		go func() {
-			defer s.connWG.Done()
-			c.serve()
-		}()
 	}
 }
 
@@ -121,13 +134,18 @@ func isTemporary(err error) bool {
 
 // ServeConn serves one already-accepted connection and returns when it is
 // closed. It takes ownership of nc and always closes it. After Shutdown or
-// Close it closes nc at once.
+// Close it closes nc at once. A connection beyond Options.MaxConnections is
+// refused (see there) before ServeConn returns.
 func (s *Server) ServeConn(nc net.Conn) {
-	c := s.register(nc)
-	if c == nil {
+	c, refuse := s.register(nc, false)
+	if c == nil && !refuse {
 		return
 	}
 	defer s.connWG.Done()
+	if refuse {
+		s.refuse(nc)
+		return
+	}
 	c.serve()
 }
 
@@ -146,21 +164,56 @@ func (s *Server) trackListener(l net.Listener, add bool) bool {
 	return true
 }
 
-// register records a new connection; it returns nil (and closes nc) if the
-// server is shutting down.
-func (s *Server) register(nc net.Conn) *conn {
+// maxRefusing bounds the refusals (see refuse) running at once; beyond it
+// connections over MaxConnections are closed at accept.
+const maxRefusing = 16
+
+// refusedLogInterval is the least time between two warnings about refused
+// connections.
+const refusedLogInterval = 10 * time.Second
+
+// register records a new connection and returns it. It returns nil, false
+// (and closes nc) if the server is shutting down, or if nc is beyond
+// MaxConnections and cannot be refused politely. It returns nil, true if
+// nc is to be refused with refuse; the caller must then call refuse(nc)
+// and connWG.Done. limitRefusals applies maxRefusing (ServeConn refuses in
+// its caller's goroutine, so it does not need the bound).
+func (s *Server) register(nc net.Conn, limitRefusals bool) (c *conn, refuse bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
 		_ = nc.Close()
-		return nil
+		return nil, false
 	}
-	c := newConn(s, nc)
+	if len(s.conns) >= s.opts.MaxConnections {
+		s.stats.refused.Add(1)
+		s.refusedSinceLog++
+		if now := time.Now(); now.Sub(s.lastRefusedLog) >= refusedLogInterval {
+			s.log.Warn("nbd: refusing connections: the connection limit is reached",
+				"limit", s.opts.MaxConnections, "refused", s.refusedSinceLog, "remote", remoteAddr(nc))
+			s.lastRefusedLog, s.refusedSinceLog = now, 0
+		}
+		if limitRefusals && len(s.refusing) >= maxRefusing {
+			_ = nc.Close()
+			return nil, false
+		}
+		s.refusing[nc] = struct{}{}
+		s.connWG.Add(1)
+		return nil, true
+	}
+	c = newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.stats.connections.Add(1)
 	s.stats.active.Add(1)
-	return c
+	return c, false
+}
+
+func remoteAddr(nc net.Conn) string {
+	if a := nc.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 func (s *Server) unregister(c *conn) {
@@ -187,6 +240,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for c := range s.conns {
 		c.interrupt()
+	}
+	for nc := range s.refusing {
+		_ = nc.Close() // a refused client has nothing in flight
 	}
 	s.mu.Unlock()
 
@@ -223,6 +279,10 @@ func (s *Server) closeConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
+		c.halt()
 		_ = c.nc.Close()
+	}
+	for nc := range s.refusing {
+		_ = nc.Close()
 	}
 }

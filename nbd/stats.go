@@ -10,6 +10,15 @@ type Stats struct {
 	ActiveConnections int64 // connections not yet closed
 	Handshakes        int64 // connections that entered transmission
 	HandshakeFailures int64 // connections closed during the handshake without ABORT
+	// RefusedConnections counts connections refused because
+	// Options.MaxConnections were open.
+	RefusedConnections int64
+	// IdleTimeouts and IOTimeouts count connections closed by
+	// Options.IdleTimeout and Options.IOTimeout.
+	IdleTimeouts, IOTimeouts int64
+	// InFlightBytes is the READ and WRITE payload held right now by
+	// requests read and not yet answered, on all connections (a gauge).
+	InFlightBytes int64
 
 	// Requests received, by command.
 	Reads, Writes, Flushes, Trims, Caches, WriteZeroes, Disconnects int64
@@ -24,6 +33,7 @@ type Stats struct {
 
 type counters struct {
 	connections, active, handshakes, handshakeFailures atomic.Int64
+	refused, idleTimeouts, ioTimeouts, inFlight        atomic.Int64
 	cmds                                               [numCmdCounters]atomic.Int64
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
 }
@@ -41,21 +51,25 @@ func (c *counters) countCommand(typ uint16) {
 func (s *Server) Stats() Stats {
 	c := &s.stats
 	return Stats{
-		Connections:       c.connections.Load(),
-		ActiveConnections: c.active.Load(),
-		Handshakes:        c.handshakes.Load(),
-		HandshakeFailures: c.handshakeFailures.Load(),
-		Reads:             c.cmds[cmdRead].Load(),
-		Writes:            c.cmds[cmdWrite].Load(),
-		Flushes:           c.cmds[cmdFlush].Load(),
-		Trims:             c.cmds[cmdTrim].Load(),
-		Caches:            c.cmds[cmdCache].Load(),
-		WriteZeroes:       c.cmds[cmdWriteZeroes].Load(),
-		Disconnects:       c.cmds[cmdDisc].Load(),
-		BlockStatuses:     c.cmds[cmdBlockStatus].Load(),
-		OtherCommands:     c.cmds[numCmdCounters-1].Load(),
-		BytesRead:         c.bytesRead.Load(),
-		BytesWritten:      c.bytesWritten.Load(),
-		ErrorReplies:      c.errorReplies.Load(),
+		Connections:        c.connections.Load(),
+		ActiveConnections:  c.active.Load(),
+		Handshakes:         c.handshakes.Load(),
+		HandshakeFailures:  c.handshakeFailures.Load(),
+		RefusedConnections: c.refused.Load(),
+		IdleTimeouts:       c.idleTimeouts.Load(),
+		IOTimeouts:         c.ioTimeouts.Load(),
+		InFlightBytes:      c.inFlight.Load(),
+		Reads:              c.cmds[cmdRead].Load(),
+		Writes:             c.cmds[cmdWrite].Load(),
+		Flushes:            c.cmds[cmdFlush].Load(),
+		Trims:              c.cmds[cmdTrim].Load(),
+		Caches:             c.cmds[cmdCache].Load(),
+		WriteZeroes:        c.cmds[cmdWriteZeroes].Load(),
+		Disconnects:        c.cmds[cmdDisc].Load(),
+		BlockStatuses:      c.cmds[cmdBlockStatus].Load(),
+		OtherCommands:      c.cmds[numCmdCounters-1].Load(),
+		BytesRead:          c.bytesRead.Load(),
+		BytesWritten:       c.bytesWritten.Load(),
+		ErrorReplies:       c.errorReplies.Load(),
 	}
 }

@@ -71,6 +71,25 @@ type NBDConfig struct {
 	MaxPayload       byteSize      `mapstructure:"max_payload"`
 	MaxInFlight      byteSize      `mapstructure:"max_in_flight"`
 	HandshakeTimeout time.Duration `mapstructure:"handshake_timeout"`
+	// The resource bounds: MaxTotalInFlightBytes, MaxConnections,
+	// IdleTimeout (zero: none) and IOTimeout.
+	MaxTotalInFlight byteSize      `mapstructure:"max_total_in_flight"`
+	MaxConnections   int           `mapstructure:"max_connections"`
+	IdleTimeout      time.Duration `mapstructure:"idle_timeout"`
+	IOTimeout        time.Duration `mapstructure:"io_timeout"`
+}
+
+// nbdLimitFlags adds the serve flags for the NBD resource bounds and
+// returns their bindings to configuration keys.
+func nbdLimitFlags(fs *pflag.FlagSet) map[string]string {
+	fs.Int("max-connections", 0, "most NBD `connections` open at once; more are refused (default 128)")
+	fs.String("max-total-in-flight", "", "NBD request payload `size` buffered across all connections, e.g. 64MiB (default 64MiB)")
+	fs.Duration("idle-timeout", 0, "close an NBD connection with nothing in flight that sends no request for this `duration` (default none)")
+	fs.Duration("io-timeout", 0, "drop an NBD client that does not send a WRITE payload or take a reply within this `duration` (default 30s)")
+	return map[string]string{
+		"max-connections": "nbd.max_connections", "max-total-in-flight": "nbd.max_total_in_flight",
+		"idle-timeout": "nbd.idle_timeout", "io-timeout": "nbd.io_timeout",
+	}
 }
 
 // ArrayConfig is one array to assemble and export.
@@ -143,11 +162,23 @@ var scalarDefaults = map[string]any{
 	"nbd.handshake_timeout": time.Duration(0),
 }
 
+// nbdLimitDefaults lists the keys of the NBD resource bounds; like
+// scalarDefaults, it is what lets AutomaticEnv find their RAIDD_* variables.
+var nbdLimitDefaults = map[string]any{
+	"nbd.max_total_in_flight": "0",
+	"nbd.max_connections":     0,
+	"nbd.idle_timeout":        time.Duration(0),
+	"nbd.io_timeout":          time.Duration(0),
+}
+
 // newViper returns a fresh, non-global viper with the defaults and the
 // RAIDD_ environment bound.
 func newViper() *viper.Viper {
 	v := viper.New()
 	for k, d := range scalarDefaults {
+		v.SetDefault(k, d)
+	}
+	for k, d := range nbdLimitDefaults {
 		v.SetDefault(k, d)
 	}
 	v.SetEnvPrefix("RAIDD")
@@ -318,6 +349,15 @@ func (c *Config) Validate() error {
 	}
 	if c.NBD.HandshakeTimeout < 0 {
 		bad("nbd.handshake_timeout: %v is negative", c.NBD.HandshakeTimeout)
+	}
+	if c.NBD.MaxConnections < 0 {
+		bad("nbd.max_connections: %d is negative", c.NBD.MaxConnections)
+	}
+	if c.NBD.IdleTimeout < 0 {
+		bad("nbd.idle_timeout: %v is negative", c.NBD.IdleTimeout)
+	}
+	if c.NBD.IOTimeout < 0 {
+		bad("nbd.io_timeout: %v is negative", c.NBD.IOTimeout)
 	}
 	if len(c.Arrays) == 0 {
 		bad("arrays: no array configured")

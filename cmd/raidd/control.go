@@ -76,6 +76,11 @@ type nbdStats struct {
 	BytesRead         int64 `json:"bytes_read"`
 	BytesWritten      int64 `json:"bytes_written"`
 	ErrorReplies      int64 `json:"error_replies"`
+	// Resource bounds (nbd.Options.MaxConnections and the timeouts).
+	RefusedConnections int64 `json:"refused_connections"`
+	IdleTimeouts       int64 `json:"idle_timeouts"`
+	IOTimeouts         int64 `json:"io_timeouts"`
+	InFlightBytes      int64 `json:"in_flight_bytes"`
 }
 
 func toNBDStats(s nbd.Stats) nbdStats {
@@ -86,6 +91,8 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		Caches: s.Caches, WriteZeroes: s.WriteZeroes, Disconnects: s.Disconnects,
 		BlockStatuses: s.BlockStatuses, OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
 		BytesWritten: s.BytesWritten, ErrorReplies: s.ErrorReplies,
+		RefusedConnections: s.RefusedConnections, IdleTimeouts: s.IdleTimeouts,
+		IOTimeouts: s.IOTimeouts, InFlightBytes: s.InFlightBytes,
 	}
 }
 

@@ -87,6 +87,13 @@ func writeMetrics(w io.Writer, st statusReply) {
 	sample("raidd_nbd_handshakes_total", nil, float64(n.Handshakes))
 	family("raidd_nbd_handshake_failures_total", "counter", "NBD connections closed during the handshake.")
 	sample("raidd_nbd_handshake_failures_total", nil, float64(n.HandshakeFailures))
+	family("raidd_nbd_refused_connections_total", "counter", "NBD connections refused because nbd.max_connections were open.")
+	sample("raidd_nbd_refused_connections_total", nil, float64(n.RefusedConnections))
+	family("raidd_nbd_timeouts_total", "counter", "NBD connections closed by a timeout: idle (nbd.idle_timeout) or io (nbd.io_timeout).")
+	sample("raidd_nbd_timeouts_total", []string{"timeout", "idle"}, float64(n.IdleTimeouts))
+	sample("raidd_nbd_timeouts_total", []string{"timeout", "io"}, float64(n.IOTimeouts))
+	family("raidd_nbd_in_flight_bytes", "gauge", "READ and WRITE payload bytes held by NBD requests not yet answered.")
+	sample("raidd_nbd_in_flight_bytes", nil, float64(n.InFlightBytes))
 	family("raidd_nbd_requests_total", "counter", "NBD requests received, by command.")
 	for _, c := range []struct {
 		cmd string

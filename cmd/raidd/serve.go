@@ -119,6 +119,9 @@ marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 	for k, v := range logFlags(fs) {
 		keys[k] = v
 	}
+	for k, v := range nbdLimitFlags(fs) {
+		keys[k] = v
+	}
 	cmd.RunE = func(cmd *cobra.Command, members []string) error {
 		cfg, err := commandConfig(cmd, keys)
 		if err != nil {
@@ -307,6 +310,11 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		HandshakeTimeout: cfg.NBD.HandshakeTimeout,
 		Workers:          cfg.NBD.Workers,
 		Logger:           log,
+		// Resource bounds (issue 7).
+		MaxTotalInFlightBytes: int64(cfg.NBD.MaxTotalInFlight),
+		MaxConnections:        cfg.NBD.MaxConnections,
+		IdleTimeout:           cfg.NBD.IdleTimeout,
+		IOTimeout:             cfg.NBD.IOTimeout,
 	})
 	if err != nil {
 		return err

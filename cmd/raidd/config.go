@@ -146,25 +146,20 @@ const (
 // every scalar key here is also what lets AutomaticEnv find RAIDD_* for
 // keys the file does not mention.
 var scalarDefaults = map[string]any{
-	"listen":                []string{defaultListen},
-	"allow_remote":          false,
-	"on_event":              "",
-	"control":               defaultControl,
-	"control_group":         "",
-	"metrics_listen":        "",
-	"strict":                false,
-	"shutdown_timeout":      defaultShutdownTimeout,
-	"log.level":             "info",
-	"log.format":            "text",
-	"nbd.workers":           0,
-	"nbd.max_payload":       "0",
-	"nbd.max_in_flight":     "0",
-	"nbd.handshake_timeout": time.Duration(0),
-}
-
-// nbdLimitDefaults lists the keys of the NBD resource bounds; like
-// scalarDefaults, it is what lets AutomaticEnv find their RAIDD_* variables.
-var nbdLimitDefaults = map[string]any{
+	"listen":                  []string{defaultListen},
+	"allow_remote":            false,
+	"on_event":                "",
+	"control":                 defaultControl,
+	"control_group":           "",
+	"metrics_listen":          "",
+	"strict":                  false,
+	"shutdown_timeout":        defaultShutdownTimeout,
+	"log.level":               "info",
+	"log.format":              "text",
+	"nbd.workers":             0,
+	"nbd.max_payload":         "0",
+	"nbd.max_in_flight":       "0",
+	"nbd.handshake_timeout":   time.Duration(0),
 	"nbd.max_total_in_flight": "0",
 	"nbd.max_connections":     0,
 	"nbd.idle_timeout":        time.Duration(0),
@@ -176,9 +171,6 @@ var nbdLimitDefaults = map[string]any{
 func newViper() *viper.Viper {
 	v := viper.New()
 	for k, d := range scalarDefaults {
-		v.SetDefault(k, d)
-	}
-	for k, d := range nbdLimitDefaults {
 		v.SetDefault(k, d)
 	}
 	v.SetEnvPrefix("RAIDD")

@@ -3,58 +3,7 @@ package stripe
 import (
 	"fmt"
 	"math/bits"
-	"strconv"
-	"strings"
 )
-
-// Level is a RAID level.
-type Level int
-
-// The supported levels. The numeric values are the level numbers stored on disk.
-const (
-	RAID0  Level = 0
-	RAID1  Level = 1
-	RAID5  Level = 5
-	RAID10 Level = 10
-)
-
-func (l Level) String() string {
-	switch l {
-	case RAID0, RAID1, RAID5, RAID10:
-		return "raid" + strconv.Itoa(int(l))
-	}
-	return "level(" + strconv.Itoa(int(l)) + ")"
-}
-
-// Valid reports whether l is a level raidd implements.
-func (l Level) Valid() bool {
-	switch l {
-	case RAID0, RAID1, RAID5, RAID10:
-		return true
-	}
-	return false
-}
-
-// ParseLevel accepts "0", "raid0", "1", "raid1", "mirror", "5", "raid5", "10" and "raid10".
-func ParseLevel(s string) (Level, error) {
-	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "raid")
-	if t == "mirror" {
-		return RAID1, nil
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil || !Level(n).Valid() || strconv.Itoa(n) != t {
-		return 0, fmt.Errorf("%w: %q (want 0, 1, 5 or 10)", ErrLevel, s)
-	}
-	return Level(n), nil
-}
-
-// MinMembers is the smallest member count the level accepts.
-func (l Level) MinMembers() int {
-	if l == RAID5 {
-		return 3
-	}
-	return 2
-}
 
 // Chunk size limits.
 const (
@@ -77,8 +26,19 @@ type Geometry struct {
 	rows       int64 // chunk-sized rows per member
 	chunks     int64 // data chunks in the array
 	size       int64 // array size in bytes
-	dataChunks int   // data chunks per row (RAID10: members, counted per copy slot)
+	dataChunks int   // striped levels: data chunks per row; mirrored levels: slots per row (members)
+	parity     int   // striped levels: parity chunks per row
+	copies     int   // mirrored levels: copies of each chunk; 0 for striped levels
 }
+
+// mirrored reports whether the level keeps copies (near layout) rather
+// than data and parity chunks in rows.
+func (g Geometry) mirrored() bool { return g.copies > 0 }
+
+// Mirrored reports whether the level keeps whole copies of every chunk
+// (RAID1, RAID10: use Copies) rather than rows of data and parity chunks
+// (RAID0, RAID5: use DataMember and ParityMember).
+func (g Geometry) Mirrored() bool { return g.mirrored() }
 
 // New validates and builds a geometry. memberSize is the usable size of the
 // smallest member's data region; it is rounded down to whole chunks.
@@ -97,19 +57,18 @@ func New(level Level, members int, chunk, memberSize int64) (Geometry, error) {
 	if g.rows < 1 {
 		return Geometry{}, fmt.Errorf("%w: data region of %d bytes is smaller than one %d-byte chunk", ErrTooSmall, memberSize, chunk)
 	}
-	switch level {
-	case RAID0:
+	sh := levels[level]
+	if sh.copies != 0 {
+		g.copies = sh.copies
+		if g.copies < 0 {
+			g.copies = members
+		}
 		g.dataChunks = members
-		g.chunks = g.rows * int64(members)
-	case RAID1:
-		g.dataChunks = 1
-		g.chunks = g.rows
-	case RAID5:
-		g.dataChunks = members - 1
-		g.chunks = g.rows * int64(members-1)
-	case RAID10:
-		g.dataChunks = members // slots per row; chunks per row is members/2
-		g.chunks = g.rows * int64(members) / Copies
+		g.chunks = g.rows * int64(members) / int64(g.copies)
+	} else {
+		g.parity = sh.parity
+		g.dataChunks = members - sh.parity
+		g.chunks = g.rows * int64(g.dataChunks)
 	}
 	if g.chunks > (1<<62)>>g.shift {
 		return Geometry{}, fmt.Errorf("%w: %d chunks of %d bytes overflow the array size", ErrTooLarge, g.chunks, chunk)
@@ -140,27 +99,19 @@ func (g Geometry) Size() int64 { return g.size }
 // the worst case: RAID0 0, RAID1 n-1, RAID5 1, RAID10 1 (one per copy set
 // in the best case; use Survives for a specific set of missing members).
 func (g Geometry) Tolerance() int {
-	switch g.level {
-	case RAID1:
-		return g.members - 1
-	case RAID5, RAID10:
-		return 1
+	if g.mirrored() {
+		return g.copies - 1
 	}
-	return 0
+	return g.parity
 }
 
 // DataMembers returns how many members' worth of each row holds data
 // (RAID10 with an odd member count gives the floor of n/2).
 func (g Geometry) DataMembers() int {
-	switch g.level {
-	case RAID0:
-		return g.members
-	case RAID1:
-		return 1
-	case RAID5:
-		return g.members - 1
+	if g.mirrored() {
+		return g.members / g.copies
 	}
-	return g.members / Copies
+	return g.dataChunks
 }
 
 // StripeWidth returns the array bytes held by one row: chunk × data members
@@ -169,21 +120,19 @@ func (g Geometry) StripeWidth() int64 { return int64(g.DataMembers()) << g.shift
 
 // Stripes returns the number of lockable stripes (see the package doc).
 func (g Geometry) Stripes() int64 {
-	switch g.level {
-	case RAID0, RAID5:
-		return g.rows
+	if g.mirrored() {
+		return g.chunks
 	}
-	return g.chunks
+	return g.rows
 }
 
 // StripeOf returns the stripe that holds array offset off.
 func (g Geometry) StripeOf(off int64) int64 {
 	c := off >> g.shift
-	switch g.level {
-	case RAID0, RAID5:
-		return c / int64(g.dataChunks)
+	if g.mirrored() {
+		return c
 	}
-	return c
+	return c / int64(g.dataChunks)
 }
 
 // StripeRange returns the first and last stripe touched by [off, off+n), n > 0.
@@ -194,21 +143,34 @@ func (g Geometry) StripeRange(off, n int64) (first, last int64) {
 // RowStripes returns the stripes whose data or parity lies in member row
 // row: the stripes a rebuild or check step of that row must lock.
 func (g Geometry) RowStripes(row int64) (first, last int64) {
-	if g.level != RAID10 {
+	if !g.mirrored() {
 		return row, row
 	}
-	n := int64(g.members)
-	first = row * n / Copies
-	last = ((row+1)*n - 1) / Copies
+	n, k := int64(g.members), int64(g.copies)
+	first = row * n / k
+	last = ((row+1)*n - 1) / k
 	if last >= g.chunks {
 		last = g.chunks - 1
 	}
 	return first, last
 }
 
-// ParityMember returns the member holding parity in row row (RAID5 only; -1 otherwise).
+// RowSpan returns the member rows that hold any copy, data or parity of
+// the array chunks stored in member row row: row itself, except for a
+// mirrored level whose copies of a chunk can straddle two rows (RAID10
+// with an odd member count).
+func (g Geometry) RowSpan(row int64) (first, last int64) {
+	if !g.mirrored() {
+		return row, row
+	}
+	c0, c1 := g.RowStripes(row)
+	return g.RowRange(c0<<g.shift, (c1-c0+1)<<g.shift)
+}
+
+// ParityMember returns the member holding the (first) parity chunk of row
+// row, or -1 for a level without parity.
 func (g Geometry) ParityMember(row int64) int {
-	if g.level != RAID5 {
+	if g.parity == 0 {
 		return -1
 	}
 	n := int64(g.members)
@@ -216,31 +178,31 @@ func (g Geometry) ParityMember(row int64) int {
 }
 
 // DataMember returns the member holding data chunk i (0 ≤ i < DataMembers)
-// of row row, for RAID0 and RAID5.
+// of row row, for striped levels (RAID0, RAID5); it panics for mirrored ones.
 func (g Geometry) DataMember(row int64, i int) int {
-	switch g.level {
-	case RAID0:
-		return i
-	case RAID5:
-		return (g.ParityMember(row) + 1 + i) % g.members
+	if g.mirrored() {
+		panic("stripe: DataMember on " + g.level.String())
 	}
-	panic("stripe: DataMember on " + g.level.String())
+	if g.parity == 0 {
+		return i
+	}
+	return (g.ParityMember(row) + g.parity + i) % g.members
 }
 
 // DataIndex is the inverse of DataMember: the data index of member m in row
-// row, or -1 if m holds the parity (RAID0 and RAID5).
+// row, or -1 if m holds parity (striped levels; it panics for mirrored ones).
 func (g Geometry) DataIndex(row int64, m int) int {
-	switch g.level {
-	case RAID0:
-		return m
-	case RAID5:
-		p := g.ParityMember(row)
-		if m == p {
-			return -1
-		}
-		return (m - p - 1 + g.members) % g.members
+	if g.mirrored() {
+		panic("stripe: DataIndex on " + g.level.String())
 	}
-	panic("stripe: DataIndex on " + g.level.String())
+	if g.parity == 0 {
+		return m
+	}
+	k := (m - g.ParityMember(row) + g.members) % g.members
+	if k < g.parity {
+		return -1
+	}
+	return k - g.parity
 }
 
 // Loc is a place on a member: member index and data-region offset.
@@ -273,23 +235,18 @@ func (g Geometry) Extents(dst []Extent, off, n int64) []Extent {
 			l = end - p
 		}
 		e := Extent{Chunk: c, Len: l, BufOff: p - off}
-		switch g.level {
-		case RAID0, RAID5:
+		if g.mirrored() {
+			s := c * int64(g.copies)
+			e.Stripe = c
+			e.Row = s / int64(g.members)
+			e.Member = int(s % int64(g.members))
+		} else {
 			e.Row = c / int64(g.dataChunks)
 			e.Index = int(c % int64(g.dataChunks))
 			e.Stripe = e.Row
 			e.Member = g.DataMember(e.Row, e.Index)
-			e.Off = e.Row<<g.shift + in
-		case RAID1:
-			e.Row, e.Stripe = c, c
-			e.Member, e.Off = 0, p
-		case RAID10:
-			s := c * Copies
-			e.Stripe = c
-			e.Row = s / int64(g.members)
-			e.Member = int(s % int64(g.members))
-			e.Off = e.Row<<g.shift + in
 		}
+		e.Off = e.Row<<g.shift + in
 		dst = append(dst, e)
 		p += l
 	}
@@ -300,18 +257,13 @@ func (g Geometry) Extents(dst []Extent, off, n int64) []Extent {
 // byte at offset in within array chunk c, for mirrored levels (RAID1 gives
 // one Loc per member, RAID10 two), and returns it.
 func (g Geometry) Copies(dst []Loc, c, in int64) []Loc {
-	switch g.level {
-	case RAID1:
-		for m := 0; m < g.members; m++ {
-			dst = append(dst, Loc{Member: m, Off: c<<g.shift + in})
-		}
-	case RAID10:
-		for k := int64(0); k < Copies; k++ {
-			s := c*Copies + k
-			dst = append(dst, Loc{Member: int(s % int64(g.members)), Off: (s/int64(g.members))<<g.shift + in})
-		}
-	default:
+	if !g.mirrored() {
 		panic("stripe: Copies on " + g.level.String())
+	}
+	n, k := int64(g.members), int64(g.copies)
+	for i := int64(0); i < k; i++ {
+		s := c*k + i
+		dst = append(dst, Loc{Member: int(s % n), Off: (s/n)<<g.shift + in})
 	}
 	return dst
 }
@@ -343,24 +295,19 @@ func (r Role) String() string {
 func (g Geometry) Locate(m int, off int64) (arrayOff int64, role Role) {
 	row := off >> g.shift
 	in := off & (g.chunk - 1)
-	switch g.level {
-	case RAID0:
-		return (row*int64(g.members)+int64(m))<<g.shift + in, RoleData
-	case RAID1:
-		return off, RoleData
-	case RAID5:
-		i := g.DataIndex(row, m)
-		if i < 0 {
-			return (row*int64(g.dataChunks))<<g.shift + in, RoleParity
+	if g.mirrored() {
+		s := row*int64(g.members) + int64(m)
+		c := s / int64(g.copies)
+		if c >= g.chunks {
+			return 0, RoleUnused
 		}
-		return (row*int64(g.dataChunks)+int64(i))<<g.shift + in, RoleData
+		return c<<g.shift + in, RoleData
 	}
-	s := row*int64(g.members) + int64(m)
-	c := s / Copies
-	if c >= g.chunks {
-		return 0, RoleUnused
+	i := g.DataIndex(row, m)
+	if i < 0 {
+		return (row*int64(g.dataChunks))<<g.shift + in, RoleParity
 	}
-	return c<<g.shift + in, RoleData
+	return (row*int64(g.dataChunks)+int64(i))<<g.shift + in, RoleData
 }
 
 func (g Geometry) String() string {
@@ -368,23 +315,23 @@ func (g Geometry) String() string {
 }
 
 // Survives reports whether the array still holds every byte when the
-// members in the bit mask missing are unavailable: RAID0 needs all of them,
-// RAID1 one, RAID5 all but one, and RAID10 one copy of every chunk.
+// members in the bit mask missing are unavailable: a striped level loses
+// at most as many members as it has parity chunks per row (RAID0 none,
+// RAID5 one), a mirrored level keeps one copy of every chunk (RAID1 any
+// one member, RAID10 one of each pair).
 func (g Geometry) Survives(missing uint64) bool {
 	missing &= 1<<uint(g.members) - 1
-	switch g.level {
-	case RAID0:
-		return missing == 0
-	case RAID1:
-		return missing != 1<<uint(g.members)-1
-	case RAID5:
-		return missing&(missing-1) == 0
+	if !g.mirrored() {
+		return bits.OnesCount64(missing) <= g.parity
 	}
-	// Chunk c uses members 2c mod n and 2c+1 mod n; the pattern repeats every n chunks.
-	n := g.members
+	// Chunk c uses members k*c+i mod n (i < k copies); the pattern repeats every n chunks.
+	n, k := g.members, g.copies
 	for c := 0; c < n; c++ {
-		a, b := (2*c)%n, (2*c+1)%n
-		if missing&(1<<uint(a)) != 0 && missing&(1<<uint(b)) != 0 {
+		lost := true
+		for i := 0; i < k && lost; i++ {
+			lost = missing&(1<<uint((k*c+i)%n)) != 0
+		}
+		if lost {
 			return false
 		}
 	}
@@ -395,12 +342,9 @@ func (g Geometry) Survives(missing uint64) bool {
 // or parity of array bytes [off, off+n), n > 0.
 func (g Geometry) RowRange(off, n int64) (first, last int64) {
 	c0, c1 := off>>g.shift, (off+n-1)>>g.shift
-	switch g.level {
-	case RAID0, RAID5:
+	if !g.mirrored() {
 		return c0 / int64(g.dataChunks), c1 / int64(g.dataChunks)
-	case RAID1:
-		return c0, c1
 	}
-	m := int64(g.members)
-	return c0 * Copies / m, (c1*Copies + Copies - 1) / m
+	m, k := int64(g.members), int64(g.copies)
+	return c0 * k / m, (c1*k + k - 1) / m
 }

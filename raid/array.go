@@ -40,10 +40,7 @@ type Array struct {
 	log       *slog.Logger
 	readOnly  bool
 	zeroElide bool
-	lockWrite bool // writes need the stripe locks (all but RAID0)
-	// lockDegradedReads: a degraded array's reads take the stripe locks up
-	// front (RAID5, where they reconstruct).
-	lockDegradedReads bool
+	traits    Traits // the level's policies (locking, coalescing, resync)
 
 	view  atomic.Pointer[View]
 	locks stripe.Locks
@@ -122,9 +119,8 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		geo: geo, layout: layout, log: log,
 		minRate: o.RebuildMinRate, maxRate: o.RebuildMaxRate, progressInterval: o.ProgressInterval,
 		readOnly: o.ReadOnly, zeroElide: !o.KeepZeroes,
-		lockWrite:         geo.Level() != stripe.RAID0,
-		lockDegradedReads: geo.Level() == stripe.RAID5,
-		meta:              meta, slots: slots, dead: dead,
+		traits: layout.Traits(),
+		meta:   meta, slots: slots, dead: dead,
 		cleanDelay: o.CleanDelay,
 		clock:      o.clock,
 		zero:       make([]byte, geo.Chunk()),
@@ -149,7 +145,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	a.bufPool.New = func() any { b := make([]byte, chunk); return &b }
 	width := geo.StripeWidth()
 	a.widthPool.New = func() any { b := make([]byte, width); return &b }
-	a.coalesce = geo.Level() == stripe.RAID5 && !o.NoCoalesce
+	a.coalesce = a.traits.Coalesce && !o.NoCoalesce
 	for i := range a.gq {
 		a.gq[i].notify = make(chan struct{}, 1)
 	}
@@ -175,7 +171,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 			}
 		}()
 	}
-	a.publish()
+	a.publishLocked()
 	return a, nil
 }
 
@@ -205,13 +201,13 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	if resume != nil {
-		a.startJob(jobRebuild, int(a.meta.RebuildRole), resume, resumeRow)
+		a.startJobLocked(jobRebuild, int(a.meta.RebuildRole), resume, resumeRow)
 	}
-	a.claimSpares()
+	a.claimSparesLocked()
 }
 
-// publish builds a View from the table and the present devices. Callers hold cfgMu (or own a not yet shared array).
-func (a *Array) publish() {
+// publishLocked builds a View from the table and the present devices. Callers hold cfgMu (or own a not yet shared array).
+func (a *Array) publishLocked() {
 	n := a.geo.Members()
 	v := &View{geo: a.geo, dataOff: int64(a.meta.DataOffset), devs: make([]Member, n), repl: make([]Member, n)}
 	if j := a.job; j != nil && j.kind == jobReplace {

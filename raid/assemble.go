@@ -48,15 +48,15 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 			minSize = sz
 		}
 	}
-	if len(co.Spares) > 0 && co.Level == stripe.RAID0 {
-		errs = append(errs, fmt.Errorf("%w: raid0 has no redundancy, so a spare could never be used", ErrConfig))
-	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	geo, err := stripe.New(co.Level, len(devs), co.Chunk, minSize-superblock.HeaderSize)
 	if err != nil {
 		return nil, fmt.Errorf("raid: create %q: %w", co.Name, err)
+	}
+	if len(co.Spares) > 0 && geo.Tolerance() == 0 {
+		return nil, fmt.Errorf("%w: %s has no redundancy, so a spare could never be used", ErrConfig, geo.Level())
 	}
 	for _, d := range co.Spares {
 		if d.Member.Size() < superblock.HeaderSize+geo.MemberSize() {
@@ -67,8 +67,8 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if region == 0 {
 		region = 64 << 20
 	}
-	if region < 0 || geo.Level() == stripe.RAID0 {
-		region = 0 // RAID0 has nothing to resync
+	if region < 0 || geo.Tolerance() == 0 {
+		region = 0 // without redundancy there is nothing to resync
 	}
 	for region > 0 && (geo.MemberSize()-1)/region+1 > superblock.BitmapBytes*8 {
 		region *= 2
@@ -118,7 +118,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	wg.Wait()
 	for i, err := range derrs {
 		if errors.Is(err, errors.ErrUnsupported) {
-			needResync = geo.Level() != stripe.RAID0
+			needResync = geo.Tolerance() > 0
 		} else if err != nil {
 			return nil, fmt.Errorf("raid: create: clear %s: %w", devs[i].Path, err)
 		}
@@ -131,7 +131,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		return nil, err
 	}
 	a.cfgMu.Lock()
-	err = a.commit()
+	err = a.commitLocked()
 	a.dirty.Store(needResync)
 	a.cfgMu.Unlock()
 	if err != nil {
@@ -324,16 +324,16 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if unclean {
 		a.dirty.Store(true)
 	}
-	err = a.commit()
-	a.publish()
+	err = a.commitLocked()
+	a.publishLocked()
 	a.cfgMu.Unlock()
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)
 	}
 	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean)
-	resync := unclean && !o.NoResync && geo.Level() != stripe.RAID0
-	if resync && missing != 0 && geo.Level() == stripe.RAID5 {
+	resync := unclean && !o.NoResync && geo.Tolerance() > 0
+	if resync && missing != 0 && !a.traits.ResyncDegraded {
 		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
 		resync = false
 	}

@@ -196,7 +196,7 @@ func (a *Array) persistBitmap() error {
 		}
 		if mask != 0 {
 			a.cfgMu.Lock()
-			a.markFailed(v, mask, roleErrs)
+			a.markFailedLocked(v, mask, roleErrs)
 			a.cfgMu.Unlock()
 		}
 	}

@@ -9,8 +9,8 @@ const maxStatusRun = 1 << 30
 // BlockStatus reports the allocation of array bytes from off: the length of
 // the run (at most n) that is either all data or all hole, and whether it is
 // a hole, which reads as zeroes. A chunk is a hole when the member(s) that
-// serve its reads hold no data there (for a RAID5 chunk on a missing
-// member: when no surviving member of its row does). Members that cannot
+// serve its reads hold no data there (for a parity level's chunk on a
+// missing member: when no surviving member of its row does). Members that cannot
 // tell holes from data count as data, so "zero" is only ever reported for
 // bytes that really read as zero. The answer may be stale by the time the
 // caller acts on it if writes run concurrently, as with any file system.
@@ -55,10 +55,7 @@ func (a *Array) zeroAt(v *View, off, l int64) bool {
 		return ok && !p.HasData(v.dataOff+memOff, l)
 	}
 	readable := func(m int) bool { return v.readable&(1<<uint(m)) != 0 }
-	switch a.geo.Level() {
-	case stripe.RAID0:
-		return hole(e.Member, e.Off)
-	case stripe.RAID1, stripe.RAID10:
+	if a.geo.Mirrored() {
 		var locs [stripe.MaxMembers]stripe.Loc
 		for _, loc := range a.geo.Copies(locs[:0], e.Chunk, e.Off%a.geo.Chunk()) {
 			if readable(loc.Member) {
@@ -70,6 +67,8 @@ func (a *Array) zeroAt(v *View, off, l int64) bool {
 	if readable(e.Member) {
 		return hole(e.Member, e.Off)
 	}
+	// The chunk is reconstructed from the rest of its row: it reads as
+	// zeroes if every other member holds a hole there.
 	for m := 0; m < a.geo.Members(); m++ {
 		if m != e.Member && (!readable(m) || !hole(m, e.Off)) {
 			return false

@@ -8,10 +8,10 @@ import (
 	"github.com/raidd/raidd/raid/superblock"
 )
 
-// commit bumps the event counter and writes the table to every member that
+// commitLocked bumps the event counter and writes the table to every member that
 // is in use, syncing each. A member whose superblock cannot be written is
 // marked failed and the commit is retried without it. Callers hold cfgMu.
-func (a *Array) commit() error {
+func (a *Array) commitLocked() error {
 	if a.readOnly {
 		return nil
 	}
@@ -72,12 +72,12 @@ func (a *Array) commit() error {
 func (a *Array) handleFailures(op *Op) {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	a.markFailed(op.v, op.failed, op.errs[:])
+	a.markFailedLocked(op.v, op.failed, op.errs[:])
 }
 
-// markFailed records the members in mask (roles of view v) as failed,
+// markFailedLocked records the members in mask (roles of view v) as failed,
 // commits and publishes. errs is indexed by role. Callers hold cfgMu.
-func (a *Array) markFailed(v *View, mask uint64, errs []error) {
+func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	changed := false
 	for m := 0; m < a.geo.Members(); m++ {
 		if mask&(1<<uint(m)) == 0 {
@@ -104,7 +104,7 @@ func (a *Array) markFailed(v *View, mask uint64, errs []error) {
 			if j := a.job; j != nil && j.role == m {
 				switch {
 				case j.kind == jobReplace && !wasRebuilding:
-					a.promoteReplacement(m)
+					a.promoteReplacementLocked(m)
 				case j.target == s:
 					a.job = nil
 					j.cancel()
@@ -117,22 +117,22 @@ func (a *Array) markFailed(v *View, mask uint64, errs []error) {
 	if !changed {
 		return
 	}
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record member failure on any member", "err", err)
 	}
-	a.publish()
+	a.publishLocked()
 	if a.view.Load().failed {
 		a.event(Event{Kind: EventFailed, Role: -1, Detail: "more members lost than " + a.geo.Level().String() + " tolerates"})
 		return
 	}
 	a.event(Event{Kind: EventDegraded, Role: -1})
-	a.claimSpares()
+	a.claimSparesLocked()
 }
 
-// syncMembers fdatasyncs every writable member in parallel. A member that
+// syncMembersLocked fdatasyncs every writable member in parallel. A member that
 // fails to sync is marked failed; the error is returned only if the array
 // has failed. Callers hold cfgMu.
-func (a *Array) syncMembers() error {
+func (a *Array) syncMembersLocked() error {
 	v := a.view.Load()
 	var wg sync.WaitGroup
 	errs := make([]error, len(v.devs))
@@ -160,7 +160,7 @@ func (a *Array) syncMembers() error {
 	if mask == 0 {
 		return nil
 	}
-	a.markFailed(v, mask, errs)
+	a.markFailedLocked(v, mask, errs)
 	if a.view.Load().failed {
 		return errors.Join(ErrFailed, errors.Join(errs...))
 	}

@@ -20,7 +20,7 @@ func (a *Array) beginWrite() error {
 	defer a.cfgMu.Unlock()
 	if !a.dirty.Load() {
 		a.meta.State = superblock.StateDirty
-		if err := a.commit(); err != nil {
+		if err := a.commitLocked(); err != nil {
 			a.inflight.Add(-1)
 			return errors.Join(ErrFailed, err)
 		}
@@ -52,12 +52,12 @@ func (a *Array) tryClean() error {
 		a.dirty.Store(true)
 		return nil
 	}
-	if err := a.syncMembers(); err != nil {
+	if err := a.syncMembersLocked(); err != nil {
 		a.dirty.Store(true)
 		return err
 	}
 	a.meta.State = superblock.StateClean
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		a.dirty.Store(true)
 		return err
 	}

@@ -45,11 +45,13 @@ var (
 	// ErrTooManyFailures is returned by a Layout when the members that are
 	// unusable for an operation exceed what the level can work around.
 	ErrTooManyFailures = errors.New("raid: too many member failures")
-	// ErrNeedLock is returned by a Layout's ReadAt when serving the read needs
-	// reconstruction and the caller did not hold the stripe locks; the
-	// Array retries the read under the locks.
-	ErrNeedLock = errors.New("raid: read needs the stripe locks")
 )
+
+// errNeedLock is the internal retry signal behind Op.NeedLock: a Layout's
+// ReadAt needs reconstruction and the caller did not hold the stripe
+// locks; the Array retries the read under the locks. It never reaches a
+// caller of the Array.
+var errNeedLock = errors.New("raid: read needs the stripe locks")
 
 // MemberError records a failed operation on one member, shaped like
 // fs.PathError. Several are combined with errors.Join.

@@ -16,7 +16,7 @@ func (a *Array) FailRole(m int, err error) {
 	defer a.cfgMu.Unlock()
 	errs := make([]error, a.geo.Members())
 	errs[m] = err
-	a.markFailed(a.view.Load(), 1<<uint(m), errs)
+	a.markFailedLocked(a.view.Load(), 1<<uint(m), errs)
 }
 
 // Abandon stops the array as a power cut would: no sync, no clean marking,

@@ -35,18 +35,19 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 		return 0, ErrFailed
 	}
 	// A read that must reconstruct runs under the stripe locks. A degraded
-	// RAID5 read takes them at once; any other read takes them only if the
-	// layout finds it needs them (a read error, a member lost meanwhile).
+	// read takes them at once if the level says so (Traits); any other read
+	// takes them only if the layout finds it needs them (a read error, a
+	// member lost meanwhile).
 	first, last := a.geo.StripeRange(off, int64(len(p)))
 	lock := func() {
 		a.locks.RLock(first, last)
 		op.v, op.locked = a.view.Load(), true
 	}
-	if a.lockDegradedReads && op.v.Degraded() {
+	if a.traits.LockDegradedReads && op.v.Degraded() {
 		lock()
 	}
 	err := a.layout.ReadAt(op, p, off)
-	if errors.Is(err, ErrNeedLock) && !op.locked {
+	if errors.Is(err, errNeedLock) && !op.locked {
 		lock()
 		err = a.layout.ReadAt(op, p, off)
 	}
@@ -160,7 +161,7 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 			return a.writeGathered(p, off, first, fua)
 		}
 	}
-	if a.lockWrite {
+	if a.traits.LockWrites {
 		a.locks.Lock(first, last)
 		defer a.locks.Unlock(first, last)
 	}

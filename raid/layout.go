@@ -8,14 +8,17 @@ import (
 )
 
 // Layout is a RAID personality: how to read, write, discard, resync, rebuild
-// and check around member states. The Array validates requests and holds the
-// stripe locks before it calls a Layout (except for reads on a healthy
-// array, which run unlocked; a Layout that finds it must reconstruct
-// returns ErrNeedLock and is called again under the locks). A Layout never
+// and check around member states, and which engine policies its level wants
+// (Traits). The Array validates requests and holds the stripe locks before
+// it calls a Layout (except for reads that Traits allow to run unlocked; a
+// Layout that finds it must reconstruct returns op.NeedLock() and is called
+// again under the locks). A Layout never
 // validates user input, never takes locks and never changes member states:
 // member failures go through the Op, which records them, and the Array
 // persists them before the request is acknowledged.
 type Layout interface {
+	// Traits describes the level's policy. It is asked once, when the array starts.
+	Traits() Traits
 	// ReadAt fills p with array bytes [off, off+len(p)).
 	ReadAt(op *Op, p []byte, off int64) error
 	// WriteAt stores p at array offset off on every writable member that
@@ -36,6 +39,34 @@ type Layout interface {
 	// ErrUnverifiable when too few copies or members could be read to
 	// compare (or the level keeps no redundancy).
 	Check(op *Op, row int64) error
+}
+
+// Traits are the level policies the engine applies around a Layout. The
+// engine asks them instead of comparing levels: everything else it needs
+// (how many members may be missing, where a byte's copies are, which rows
+// a row's chunks span) comes from the stripe.Geometry.
+type Traits struct {
+	// LockWrites makes writes take the stripe locks of what they touch.
+	// Every level with redundancy needs it: concurrent writes to one stripe
+	// must reach every copy, or the data and its parity, in the same order.
+	// Without redundancy each byte has one home and writes need no lock.
+	LockWrites bool
+	// LockDegradedReads makes a degraded array's reads take the stripe
+	// locks up front, for levels whose degraded reads mostly reconstruct
+	// from the rest of a row (parity), which must not change meanwhile.
+	// Without it a read runs unlocked and the Layout asks for the locks
+	// (op.NeedLock) only when it finds it must reconstruct.
+	LockDegradedReads bool
+	// Coalesce gathers concurrent partial-stripe writes to one stripe into
+	// one write (see coalesce.go): worth it where a partial-stripe write
+	// costs reads and a parity update.
+	Coalesce bool
+	// ResyncDegraded allows the resync after an unclean shutdown while the
+	// array is degraded. Mirrors resync from any readable copy; a parity
+	// level with a member missing cannot tell stale parity from the missing
+	// member's data (the write hole), so it leaves the rows as they are and
+	// warns.
+	ResyncDegraded bool
 }
 
 // NewLayout builds a personality for a validated geometry.

@@ -16,11 +16,11 @@ var ErrNoMember = errors.New("raid: no such member")
 // (an active member cannot be removed; a replace needs no other rebuild running).
 var ErrBusy = errors.New("raid: member change not possible now")
 
-// find resolves a member named by path, UUID or role number to its table
+// findLocked resolves a member named by path, UUID or role number to its table
 // index; the slot is nil for members whose device is absent. A dead
 // (stale) member is found by path with index -1 and its dead slot.
 // Callers hold cfgMu.
-func (a *Array) find(id string) (int, *slot, error) {
+func (a *Array) findLocked(id string) (int, *slot, error) {
 	for i, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
 		if (s != nil && s.path == id) || superblock.FormatUUID(mi.UUID) == id {
@@ -51,7 +51,7 @@ func (a *Array) FailMember(id string) error {
 	}
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	i, s, err := a.find(id)
+	i, s, err := a.findLocked(id)
 	if err != nil {
 		return err
 	}
@@ -64,11 +64,11 @@ func (a *Array) FailMember(id string) error {
 		v := a.view.Load()
 		errs := make([]error, a.geo.Members())
 		errs[mi.Role] = errors.New("failed by operator")
-		a.markFailed(v, 1<<uint(mi.Role), errs)
+		a.markFailedLocked(v, 1<<uint(mi.Role), errs)
 	case superblock.MemberSpare:
 		mi.State = superblock.MemberFailed
 		s.note = "failed by operator"
-		if err := a.commit(); err != nil {
+		if err := a.commitLocked(); err != nil {
 			return err
 		}
 		a.event(Event{Kind: EventMemberFailed, Role: -1, Path: s.path, Detail: s.note})
@@ -87,7 +87,7 @@ func (a *Array) RemoveMember(id string) error {
 	}
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	i, s, err := a.find(id)
+	i, s, err := a.findLocked(id)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (a *Array) RemoveMember(id string) error {
 				break
 			}
 		}
-		if err := a.commit(); err != nil {
+		if err := a.commitLocked(); err != nil {
 			return err
 		}
 		a.event(Event{Kind: EventMemberRemoved, Role: -1, Path: s.path})
@@ -124,10 +124,10 @@ func (a *Array) RemoveMember(id string) error {
 		path = s.path
 		_ = s.dev.Close()
 	}
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		return err
 	}
-	a.publish()
+	a.publishLocked()
 	a.event(Event{Kind: EventMemberRemoved, Role: int(mi.Role), Path: path})
 	return nil
 }
@@ -140,18 +140,18 @@ func (a *Array) RemoveMember(id string) error {
 func (a *Array) AddMember(dev Device, force bool) error {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	s, err := a.addSpare(dev, force)
+	s, err := a.addSpareLocked(dev, force)
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
 	}
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path})
-	a.claimSpares()
+	a.claimSparesLocked()
 	return nil
 }
 
-// addSpare validates dev and records it as a spare. Callers hold cfgMu.
-func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
+// addSpareLocked validates dev and records it as a spare. Callers hold cfgMu.
+func (a *Array) addSpareLocked(dev Device, force bool) (*slot, error) {
 	if a.readOnly {
 		return nil, ErrReadOnly
 	}
@@ -213,7 +213,7 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 	s := &slot{dev: dev.Member, path: dev.Path, uuid: u, writeMostly: dev.WriteMostly}
 	a.slots[u] = s
 	a.meta.Members = append(a.meta.Members, superblock.MemberInfo{UUID: u, Role: -1, State: superblock.MemberSpare})
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		return nil, err
 	}
 	if s.events != a.meta.Events { // its superblock write failed: commit marked it failed
@@ -230,7 +230,7 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	i, old, err := a.find(id)
+	i, old, err := a.findLocked(id)
 	if err == nil && (i < 0 || old == nil || a.meta.Members[i].State != superblock.MemberActive) {
 		err = fmt.Errorf("%w: %s is not an active member", ErrBusy, id)
 	}
@@ -242,12 +242,12 @@ func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 		return err
 	}
 	role := int(a.meta.Members[i].Role)
-	s, err := a.addSpare(dev, force)
+	s, err := a.addSpareLocked(dev, force)
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
 	}
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: "replacement for " + old.path})
-	a.startJob(jobReplace, role, s, 0)
+	a.startJobLocked(jobReplace, role, s, 0)
 	return nil
 }

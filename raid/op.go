@@ -150,6 +150,12 @@ func (op *Op) Geometry() stripe.Geometry { return op.geo }
 // Locked reports whether the caller holds the stripe locks of the request.
 func (op *Op) Locked() bool { return op.locked }
 
+// NeedLock is what a Layout's ReadAt returns when it must reconstruct (a
+// copy or a member failed, or the array is degraded) and Locked is false:
+// the Array then calls ReadAt again, with a fresh View, under the stripe
+// locks. It is an internal signal that never reaches the Array's callers.
+func (op *Op) NeedLock() error { return errNeedLock }
+
 // Readable reports whether member m may serve reads in this op.
 func (op *Op) Readable(m int) bool {
 	return op.v.readable&^(op.failed|op.readErr)&(1<<uint(m)) != 0

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
-	"github.com/raidd/raidd/stripe"
 )
 
 type jobKind uint8
@@ -50,9 +49,9 @@ const jobWorkers = 2
 
 var errJobChanged = errors.New("raid: recovery job changed")
 
-// claimSpares starts a rebuild onto a spare when a role is missing and no
+// claimSparesLocked starts a rebuild onto a spare when a role is missing and no
 // job runs. Callers hold cfgMu.
-func (a *Array) claimSpares() {
+func (a *Array) claimSparesLocked() {
 	if a.job != nil || a.readOnly || a.closed.Load() || a.ctx == nil {
 		return
 	}
@@ -78,24 +77,24 @@ func (a *Array) claimSpares() {
 		}
 		mi.Role, mi.State = int32(role), superblock.MemberRebuilding
 		a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(role), 0
-		if err := a.commit(); err != nil {
+		if err := a.commitLocked(); err != nil {
 			a.log.Error("cannot record spare claim", "err", err)
 		}
-		a.publish()
+		a.publishLocked()
 		a.event(Event{Kind: EventSpareClaimed, Role: role, Path: s.path})
-		a.startJob(jobRebuild, role, s, 0)
+		a.startJobLocked(jobRebuild, role, s, 0)
 		return
 	}
 }
 
-// startJob launches a recovery job from row. Callers hold cfgMu.
-func (a *Array) startJob(kind jobKind, role int, target *slot, row int64) {
+// startJobLocked launches a recovery job from row. Callers hold cfgMu.
+func (a *Array) startJobLocked(kind jobKind, role int, target *slot, row int64) {
 	ctx, cancel := context.WithCancel(a.ctx)
 	j := &recovery{kind: kind, role: role, target: target, start: time.Now(), first: row, cancel: cancel}
 	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
 	j.row.Store(row)
 	a.job = j
-	a.publish()
+	a.publishLocked()
 	kindEv := EventRebuildStarted
 	if kind == jobReplace {
 		kindEv = EventReplaceStarted
@@ -259,14 +258,11 @@ func (a *Array) throttle(ctx context.Context, j *recovery) {
 type dataProber interface{ HasData(off, n int64) bool }
 
 // rowHasData reports whether any readable member other than skip may hold
-// data in member row row (RAID10 also looks at the neighbouring rows, where
-// the other copies of the row's chunks may be). Members that cannot tell
+// data in member row row, or in the rows that hold other copies of the
+// row's chunks (RAID10 with an odd member count: the neighbouring rows). Members that cannot tell
 // count as holding data.
 func (a *Array) rowHasData(v *View, row int64, skip int) bool {
-	lo, hi := row, row
-	if a.geo.Level() == stripe.RAID10 {
-		lo, hi = max(0, row-1), min(a.geo.Rows()-1, row+1)
-	}
+	lo, hi := a.geo.RowSpan(row)
 	chunk := a.geo.Chunk()
 	for m, d := range v.devs {
 		if m == skip || d == nil || v.readable&(1<<uint(m)) == 0 {
@@ -292,7 +288,7 @@ func (a *Array) checkpoint(j *recovery, row int64) {
 		return // the next write to it fails it
 	}
 	a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		a.log.Warn("cannot record rebuild checkpoint", "err", err)
 	}
 	done, total := row, a.geo.Rows()
@@ -308,13 +304,13 @@ func (a *Array) stopJob(j *recovery, row int64, why string) {
 	}
 	if j.kind == jobRebuild && j.target.dev.Sync() == nil && a.meta.RebuildRole == int32(j.role) {
 		a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
-		if err := a.commit(); err != nil {
+		if err := a.commitLocked(); err != nil {
 			a.log.Warn("cannot record rebuild checkpoint", "err", err)
 		}
 	}
 	a.job = nil
 	j.cancel()
-	a.publish()
+	a.publishLocked()
 	a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: fmt.Sprintf("%s %s at row %d: %s", j.kind, "stopped", row, why)})
 }
 
@@ -328,7 +324,7 @@ func (a *Array) finishJob(j *recovery) {
 	if err := j.target.dev.Sync(); err != nil {
 		a.job = nil
 		j.cancel()
-		a.publish()
+		a.publishLocked()
 		a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: "final sync failed: " + err.Error()})
 		return
 	}
@@ -367,12 +363,12 @@ func (a *Array) finishJob(j *recovery) {
 	}
 	a.job = nil
 	j.cancel()
-	if err := a.commit(); err != nil {
+	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record finished "+j.kind.String(), "err", err)
 	}
-	a.publish()
+	a.publishLocked()
 	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
-	a.claimSpares()
+	a.claimSparesLocked()
 }
 
 // replaceFailed abandons a replace whose new member failed.
@@ -391,17 +387,17 @@ func (a *Array) replaceFailed(v *View, role int, err error) {
 	j.target.note = err.Error()
 	a.job = nil
 	j.cancel()
-	if cerr := a.commit(); cerr != nil {
+	if cerr := a.commitLocked(); cerr != nil {
 		a.log.Error("cannot record failed replacement", "err", cerr)
 	}
-	a.publish()
+	a.publishLocked()
 	a.event(Event{Kind: EventReplaceFailed, Role: role, Path: j.target.path, Detail: err.Error()})
 }
 
-// promoteReplacement turns a replace whose old member failed into a rebuild
+// promoteReplacementLocked turns a replace whose old member failed into a rebuild
 // of the replacement from the row the copy had reached: every row before it
 // was copied, and every write since went to both. Callers hold cfgMu.
-func (a *Array) promoteReplacement(role int) bool {
+func (a *Array) promoteReplacementLocked(role int) bool {
 	j := a.job
 	if j == nil || j.kind != jobReplace || j.role != role {
 		return false

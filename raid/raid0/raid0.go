@@ -13,6 +13,10 @@ type Layout struct{}
 // New returns the RAID0 personality.
 func New(stripe.Geometry) (raid.Layout, error) { return Layout{}, nil }
 
+// Traits: each byte has one home, so nothing needs a lock, there is no
+// parity to coalesce for and nothing to resync.
+func (Layout) Traits() raid.Traits { return raid.Traits{} }
+
 func (Layout) each(op *raid.Op, off, n int64, read bool, fn func(e stripe.Extent)) error {
 	for _, e := range op.Extents(off, n) {
 		if (read && !op.Readable(e.Member)) || (!read && !op.Writable(e.Member)) {

@@ -34,6 +34,14 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 	return &Layout{g: g, enc: enc, n: g.Members(), dk: dk, chunk: g.Chunk()}, nil
 }
 
+// Traits: writes are locked (data and parity change together); degraded
+// reads lock up front because most of them reconstruct from the rest of
+// the row; partial-stripe writes are coalesced to save parity updates; and
+// a degraded array is not resynced (the write hole: see the README).
+func (l *Layout) Traits() raid.Traits {
+	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true}
+}
+
 // xor sets dst ^= src with the encoder's SIMD XOR (parity coefficient 1).
 func (l *Layout) xor(op *raid.Op, dst, src []byte) {
 	par := op.Scratch[:1]
@@ -107,7 +115,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 		op.List = list
 		failed := op.Run() != 0
 		if (failed || recon) && !op.Locked() {
-			return raid.ErrNeedLock
+			return op.NeedLock()
 		}
 		if failed {
 			continue // plan again around the member that failed

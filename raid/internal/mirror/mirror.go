@@ -21,6 +21,13 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 	return &Layout{g: g}, nil
 }
 
+// Traits: writes are locked so that every copy sees overlapping writes in
+// the same order; reads run unlocked (a degraded mirror reads a surviving
+// copy, no reconstruction); a degraded mirror resyncs from a readable copy.
+func (l *Layout) Traits() raid.Traits {
+	return raid.Traits{LockWrites: true, ResyncDegraded: true}
+}
+
 // pick chooses a readable copy of chunk c, preferring members that are not
 // write-mostly. The first choice rotates with the chunk so that a large read
 // spreads evenly over all members: for RAID1 chunk c starts at copy c mod n;
@@ -69,7 +76,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 			break
 		}
 		if !op.Locked() {
-			return raid.ErrNeedLock
+			return op.NeedLock()
 		}
 		// A failed copy is never chosen again in this op: read everything
 		// again from the survivors.

@@ -154,7 +154,12 @@ type candidate struct {
 // Assemble reads the superblocks on devs and starts the array they
 // describe, following mdadm's rules:
 //   - a device without a superblock (ErrNotMember), with a corrupt one
-//     (ErrCorrupt) or belonging to another array (ErrForeign) is refused;
+//     (ErrCorrupt) or belonging to another array (ErrForeign) is refused,
+//     except that devices without a readable superblock are left out (and
+//     closed) when the newest superblock records at least as many failed
+//     members that are not present: a member truncated or wiped while it
+//     served was failed on the survivors, and must not keep the array from
+//     starting degraded;
 //   - the member with the highest event counter holds the authoritative
 //     member table;
 //   - a member that table records as failed or removed, or whose own
@@ -172,30 +177,39 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		return nil, fmt.Errorf("%w: no members given", ErrCannotStart)
 	}
 	var (
-		cands []candidate
-		errs  []error
+		cands    []candidate
+		errs     []error
+		unread   []Device // no superblock, or a corrupt one
+		unreadBy []error
 	)
 	for _, d := range devs {
 		m, err := superblock.Read(d.Member)
 		switch {
 		case errors.Is(err, superblock.ErrNoMagic):
-			errs = append(errs, fmt.Errorf("%w: %s has no raidd superblock; create an array with 'raidd create' or check the path", ErrNotMember, d.Path))
+			unread = append(unread, d)
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; create an array with 'raidd create' or check the path", ErrNotMember, d.Path))
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%w: %s: %v; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
+			unread = append(unread, d)
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %v; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
 		default:
 			cands = append(cands, candidate{d, m})
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(cands) == 0 || len(unread) > lostFailed(cands) {
+		return nil, errors.Join(unreadBy...)
 	}
-	newest := cands[0]
-	for _, c := range cands[1:] {
-		if c.meta.Events > newest.meta.Events || (c.meta.Events == newest.meta.Events && c.meta.UpdateTime > newest.meta.UpdateTime) {
-			newest = c
+	newest := newestOf(cands)
+	nm := newest.meta
+	// Devices whose superblock is gone stand for members the newest
+	// superblock already records as failed (a member truncated or wiped
+	// while it served is failed on the survivors at once); they are left
+	// out, so the array starts degraded, as it would without them.
+	for i, d := range unread {
+		_ = d.Member.Close()
+		if o.Logger != nil {
+			o.Logger.Warn("member left out", "array", nm.Name, "path", d.Path, "reason", unreadBy[i])
 		}
 	}
-	nm := newest.meta
 	seenUUID := map[[16]byte]string{}
 	for _, c := range cands {
 		if c.meta.ArrayUUID != nm.ArrayUUID {
@@ -340,11 +354,44 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	for _, s := range dead {
 		a.event(Event{Kind: EventMemberStale, Role: -1, Path: s.path, Detail: s.note})
 	}
+	for i, d := range unread {
+		a.event(Event{Kind: EventMemberStale, Role: -1, Path: d.Path, Detail: unreadBy[i].Error() + "; the array records a failed member it may have been: re-add it with 'raidd add' once it is sound"})
+	}
 	if missing != 0 {
 		a.event(Event{Kind: EventDegraded, Role: -1, Detail: "missing roles " + roleList(missing)})
 	}
 	a.start(resync, resume, resumeRow)
 	return a, nil
+}
+
+// newestOf returns the candidate with the highest event counter (the most
+// recent update on a tie).
+func newestOf(cands []candidate) candidate {
+	newest := cands[0]
+	for _, c := range cands[1:] {
+		if c.meta.Events > newest.meta.Events || (c.meta.Events == newest.meta.Events && c.meta.UpdateTime > newest.meta.UpdateTime) {
+			newest = c
+		}
+	}
+	return newest
+}
+
+// lostFailed counts the members that the newest superblock among cands
+// records as failed in a role and that no candidate is: the members a
+// device without a readable superblock may be.
+func lostFailed(cands []candidate) int {
+	newest := newestOf(cands)
+	present := map[[16]byte]bool{}
+	for _, c := range cands {
+		present[c.meta.MemberUUID] = true
+	}
+	n := 0
+	for _, mi := range newest.meta.Members {
+		if mi.Role >= 0 && mi.State == superblock.MemberFailed && !present[mi.UUID] {
+			n++
+		}
+	}
+	return n
 }
 
 func recordsFailed(m *superblock.Meta, u [16]byte) bool {

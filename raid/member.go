@@ -7,6 +7,12 @@ import "io"
 // (n < len(p) implies err != nil; p is never retained). Concurrent calls on
 // non-overlapping ranges are allowed. Offsets are absolute on the device: the
 // superblock header lives at the start and the data region follows it.
+//
+// A read that ends early inside the data region, with an error wrapping
+// io.EOF or io.ErrUnexpectedEOF, means the device has become shorter than
+// its superblock records. The member is then failed at once, like a write
+// error, and is never repaired by rewriting (which would extend a file and
+// leave zero-reading holes below the rewrite).
 type Member interface {
 	io.ReaderAt
 	io.WriterAt

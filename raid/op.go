@@ -3,6 +3,7 @@ package raid
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/bits"
 	"sync"
 
@@ -316,7 +317,7 @@ func (op *Op) Run() int {
 				op.replFailed |= 1 << uint(r.m)
 				op.a.replaceFailed(op.v, r.m, r.err)
 			}
-		case r.err != nil && r.kind == ioRead:
+		case r.err != nil && r.kind == ioRead && !shortDevice(r.err):
 			bad++
 			if op.readErr&(1<<uint(r.m)) == 0 {
 				op.readErr |= 1 << uint(r.m)
@@ -345,6 +346,15 @@ func (op *Op) Run() int {
 	}
 	op.batch = op.batch[:0]
 	return bad
+}
+
+// shortDevice reports whether a member read error means the device ended
+// inside its data region (io.EOF or io.ErrUnexpectedEOF: a file truncated
+// behind the array's back). That is a member failure, never a sector to
+// repair: a rewrite there would extend the file and leave holes below it
+// that read as zeroes without any error.
+func shortDevice(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // vectorize merges queued reads (or writes) that lie back to back on the

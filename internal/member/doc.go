@@ -8,7 +8,12 @@
 // # Invariants
 //
 //   - Size is fixed when a member is opened or created and never changes, even
-//     if the underlying file is resized behind the member's back.
+//     if the underlying file is resized behind the member's back. A file or
+//     device that becomes shorter than Size is detected, by a read meeting
+//     end-of-file below Size or by the fstat after every write to a regular
+//     file, and from then on every call but Sync and Close fails with
+//     ErrShrunk (an io.ErrUnexpectedEOF): no write may extend the file again
+//     and leave holes that read back as zeroes without an error.
 //   - ReadAt and WriteAt follow io.ReaderAt and io.WriterAt exactly: n <
 //     len(p) implies err != nil, and p is never retained after the call
 //     returns. A read that reaches Size returns io.EOF; a write that reaches

@@ -1,6 +1,10 @@
 package member
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"io"
+)
 
 var (
 	// ErrOutOfRange is returned (wrapped) when an offset is negative, when a
@@ -22,4 +26,13 @@ var (
 	// already exists with a size other than the one requested. CreateSparse
 	// never shrinks or grows an existing file.
 	ErrSizeMismatch = errors.New("member: existing file has a different size")
+	// ErrShrunk is returned (wrapped) when a File's regular file or block
+	// device has become shorter than the Size it had at Open: by a read
+	// that meets end-of-file below Size, by the size check after every
+	// write to a regular file, and by every call after that but Sync and
+	// Close. It wraps io.ErrUnexpectedEOF. The member's contents can no
+	// longer be trusted: a write past the new end would extend the file
+	// and leave holes that read as zeroes without any error, so no write
+	// is issued once the shrink is known.
+	ErrShrunk = fmt.Errorf("member: device shrank below its size at open: %w", io.ErrUnexpectedEOF)
 )

@@ -52,6 +52,9 @@ type File struct {
 	// that a concurrent Close cannot recycle it (control, vectored).
 	rc     syscall.RawConn
 	closed atomic.Bool
+	// shrunk is set once the device was found shorter than size; every
+	// later call but Sync and Close then fails with ErrShrunk.
+	shrunk atomic.Bool
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -276,11 +279,18 @@ func (m *File) Size() int64 { return m.size }
 // returns io.EOF when the read reaches Size, and n < len(p) only with a
 // non-nil error. p is not retained. Safe for concurrent use.
 //
-// Errors: io.EOF, ErrOutOfRange for a negative off, os.ErrClosed after
-// Close, and I/O errors from the kernel wrapped in *os.PathError.
+// End-of-file below Size means the device shrank behind the member's back:
+// that returns an error wrapping ErrShrunk, never io.EOF, and marks the
+// member shrunk for good.
+//
+// Errors: io.EOF, ErrShrunk, ErrOutOfRange for a negative off, os.ErrClosed
+// after Close, and I/O errors from the kernel wrapped in *os.PathError.
 func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	if m.closed.Load() {
 		return 0, m.closedErr("read")
+	}
+	if m.shrunk.Load() {
+		return 0, m.shrunkErr("read", -1)
 	}
 	if off < 0 {
 		return 0, m.rangeErr("read", off, int64(len(p)))
@@ -302,6 +312,11 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	} else {
 		n, err = m.f.ReadAt(p, off)
 	}
+	if err == io.EOF {
+		// p was clamped to Size, so the device ended below it.
+		m.shrunk.Store(true)
+		return n, m.shrunkErr("read", -1)
+	}
 	if err == nil && short {
 		err = io.EOF
 	}
@@ -313,14 +328,24 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 // never grows. p is not retained. The data is durable only after a later
 // Sync returns. Safe for concurrent use on non-overlapping ranges.
 //
-// Errors: ErrOutOfRange, ErrReadOnly, os.ErrClosed after Close, and I/O
-// errors from the kernel wrapped in *os.PathError.
+// On a regular file every write is followed by an fstat(2): a file that has
+// become shorter than Size (truncated behind the member's back, then
+// possibly re-extended by this very write, leaving holes) makes the write
+// fail with ErrShrunk, and so does every later call. A write ending at Size
+// is also checked before it is issued, since it would restore the full size
+// and hide the shrink.
+//
+// Errors: ErrOutOfRange, ErrReadOnly, ErrShrunk, os.ErrClosed after Close,
+// and I/O errors from the kernel wrapped in *os.PathError.
 func (m *File) WriteAt(p []byte, off int64) (int, error) {
 	if m.closed.Load() {
 		return 0, m.closedErr("write")
 	}
 	if m.readOnly {
 		return 0, fmt.Errorf("member: write %s: %w", m.path, ErrReadOnly)
+	}
+	if m.shrunk.Load() {
+		return 0, m.shrunkErr("write", -1)
 	}
 	if off < 0 || off > m.size {
 		return 0, m.rangeErr("write", off, int64(len(p)))
@@ -335,6 +360,11 @@ func (m *File) WriteAt(p []byte, off int64) (int, error) {
 		}
 		return 0, nil
 	}
+	if off+int64(len(p)) == m.size {
+		if err := m.checkSize("write"); err != nil {
+			return 0, err
+		}
+	}
 	var n int
 	var err error
 	if m.direct && !isAligned(p, off) {
@@ -342,10 +372,60 @@ func (m *File) WriteAt(p []byte, off int64) (int, error) {
 	} else {
 		n, err = m.f.WriteAt(p, off)
 	}
+	if serr := m.checkSize("write"); serr != nil {
+		return n, serr
+	}
 	if err == nil && short {
 		err = m.rangeErr("write", m.size, 1)
 	}
 	return n, err
+}
+
+// checkSize verifies, on a regular file, that the file is still at least
+// Size bytes long (one fstat, no allocation). If not, it marks the member
+// shrunk and returns an error wrapping ErrShrunk. Block devices cannot be
+// extended by a write, and report their shrinking through reads and write
+// errors, so they are not checked.
+func (m *File) checkSize(op string) error {
+	if m.block {
+		return nil
+	}
+	size, err := m.statSize()
+	if err != nil || size >= m.size {
+		return nil // a failing fstat is not a shrink; the I/O itself reports errors
+	}
+	m.shrunk.Store(true)
+	return m.shrunkErr(op, size)
+}
+
+// shrunkErr describes a shrink. size is the current size, or -1 to look it
+// up.
+func (m *File) shrunkErr(op string, size int64) error {
+	if size < 0 {
+		size = m.currentSize()
+	}
+	return fmt.Errorf("member: %s %s: now %d bytes, %d at open: %w", op, m.path, size, m.size, ErrShrunk)
+}
+
+// currentSize returns the device's size now (-1 when it cannot be read).
+func (m *File) currentSize() int64 {
+	if !m.block {
+		size, err := m.statSize()
+		if err != nil {
+			return -1
+		}
+		return size
+	}
+	var size uint64
+	err := m.control(func(fd int) error {
+		var err error
+		size, err = unix.IoctlGetUint64(fd, unix.BLKGETSIZE64)
+		return err
+	})
+	if err != nil {
+		return -1
+	}
+	return int64(size)
 }
 
 // Sync makes every WriteAt, Discard, Trim and ZeroRange that returned before
@@ -449,6 +529,9 @@ func (m *File) checkMutate(op string, off, n int64) error {
 	}
 	if m.readOnly {
 		return fmt.Errorf("member: %s %s: %w", op, m.path, ErrReadOnly)
+	}
+	if m.shrunk.Load() {
+		return m.shrunkErr(op, -1)
 	}
 	if off < 0 || n < 0 || off > m.size || n > m.size-off {
 		return m.rangeErr(op, off, n)
@@ -566,7 +649,7 @@ func isAligned(p []byte, off int64) bool {
 // file system reports the whole range as a hole (lseek SEEK_DATA), which
 // then reads as zeroes. Block devices and errors answer true, the safe side.
 func (m *File) HasData(off, n int64) bool {
-	if m.block || m.closed.Load() {
+	if m.block || m.closed.Load() || m.shrunk.Load() {
 		return true
 	}
 	var next int64

@@ -582,3 +582,82 @@ func TestVectoredAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _, _ = f.ReadvAt(bufs, 0) })
 	assert.Zero(t, allocs)
 }
+
+// TestShrunk truncates a member's file behind its back. A read that meets
+// the new end inside Size must fail with ErrShrunk (an unexpected EOF, not
+// io.EOF), and no write may extend the file again: that would leave holes
+// that read back as zeroes without any error.
+func TestShrunk(t *testing.T) {
+	const size, cut = 1 << 20, 256 << 10
+	data := bytes.Repeat([]byte{0x5a}, 64<<10)
+	open := func(t *testing.T) (*member.File, string) {
+		path := tempMember(t, size)
+		f := openFile(t, path, member.Options{})
+		for off := int64(0); off < size; off += int64(len(data)) {
+			_, err := f.WriteAt(data, off)
+			require.NoError(t, err)
+		}
+		require.NoError(t, os.Truncate(path, cut))
+		return f, path
+	}
+	fileSize := func(t *testing.T, path string) int64 {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	writes := map[string]func(f *member.File, off int64) error{
+		"write":  func(f *member.File, off int64) error { _, err := f.WriteAt(data, off); return err },
+		"writev": func(f *member.File, off int64) error { _, err := f.WritevAt([][]byte{data, data}, off); return err },
+		"tail":   func(f *member.File, _ int64) error { _, err := f.WriteAt(data, size-int64(len(data))); return err },
+	}
+	t.Run("read_then_write", func(t *testing.T) {
+		f, path := open(t)
+		// Below the cut the file is intact.
+		got := make([]byte, len(data))
+		_, err := f.ReadAt(got, 0)
+		require.NoError(t, err)
+		for _, read := range []func() error{
+			func() error { _, err := f.ReadAt(got, 512<<10); return err },
+			func() error { _, err := f.ReadAt(got, cut-4096); return err },
+		} {
+			err := read()
+			assert.ErrorIs(t, err, member.ErrShrunk)
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			assert.NotErrorIs(t, err, io.EOF)
+		}
+		// Once shrunk, always shrunk: nothing more is read or written.
+		_, err = f.ReadAt(got, 0)
+		assert.ErrorIs(t, err, member.ErrShrunk)
+		for name, write := range writes {
+			assert.ErrorIs(t, write(f, 512<<10), member.ErrShrunk, name)
+		}
+		assert.ErrorIs(t, f.Discard(0, 4096), member.ErrShrunk)
+		assert.Equal(t, int64(cut), fileSize(t, path), "a write extended the shrunk file")
+	})
+	for name, write := range writes {
+		t.Run("write_first/"+name, func(t *testing.T) {
+			f, path := open(t)
+			err := write(f, 512<<10)
+			assert.ErrorIs(t, err, member.ErrShrunk, "the write must notice the shrink")
+			if name == "tail" {
+				assert.Equal(t, int64(cut), fileSize(t, path), "a write ending at Size must not restore the size")
+			}
+			_, err = f.ReadAt(make([]byte, 4096), 0)
+			assert.ErrorIs(t, err, member.ErrShrunk)
+			_, err = f.ReadvAt([][]byte{make([]byte, 4096)}, 0)
+			assert.ErrorIs(t, err, member.ErrShrunk)
+		})
+	}
+	t.Run("readv", func(t *testing.T) {
+		f, _ := open(t)
+		_, err := f.ReadvAt([][]byte{make([]byte, 128<<10), make([]byte, 128<<10)}, 128<<10)
+		assert.ErrorIs(t, err, member.ErrShrunk)
+	})
+	t.Run("grown_is_fine", func(t *testing.T) {
+		path := tempMember(t, size)
+		f := openFile(t, path, member.Options{})
+		require.NoError(t, os.Truncate(path, 2*size))
+		_, err := f.WriteAt(data, 0)
+		assert.NoError(t, err)
+	})
+}

@@ -27,7 +27,7 @@ func total(bufs [][]byte) int64 {
 // than maxIovecs buffers take the one-buffer-at-a-time path.
 func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
-	if m.direct || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+	if m.direct || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
 		return readEach(m, bufs, off)
 	}
 	n, err := m.vectored(bufs, off, false)
@@ -42,15 +42,24 @@ func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 }
 
 // WritevAt writes bufs, in order, as consecutive bytes starting at off, with
-// one pwritev(2). Durability, errors and concurrency are as WriteAt's.
+// one pwritev(2). Durability, errors, concurrency and the size check are as
+// WriteAt's.
 func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
-	if m.direct || m.readOnly || m.closed.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+	if m.direct || m.readOnly || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
 		return writeEach(m, bufs, off)
+	}
+	if off+want == m.size {
+		if err := m.checkSize("write"); err != nil {
+			return 0, err
+		}
 	}
 	n, err := m.vectored(bufs, off, true)
 	if err != nil {
 		return 0, m.wrap("pwritev", err)
+	}
+	if err := m.checkSize("write"); err != nil {
+		return n, err
 	}
 	if int64(n) < want {
 		k, err := writeEach(m, skip(bufs, int64(n)), off+int64(n))
@@ -64,30 +73,44 @@ func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 // which a concurrent Close can happen.
 var testHookVector func()
 
-// vcall is one guarded preadv or pwritev. Its run method value is bound
+// sysKind is the system call a sysReq makes.
+type sysKind uint8
+
+const (
+	sysPreadv sysKind = iota
+	sysPwritev
+	sysFstat
+)
+
+// sysReq is one guarded system call on the hot path (preadv, pwritev, or
+// the fstat of the size check after a write). Its run method value is bound
 // once, when the pool makes it, so that passing it to RawConn.Control
 // allocates nothing per call.
-type vcall struct {
-	bufs  [][]byte
-	off   int64
-	write bool
-	n     int
-	err   error
-	run   func(fd uintptr)
+type sysReq struct {
+	kind sysKind
+	bufs [][]byte
+	off  int64
+	n    int
+	st   unix.Stat_t
+	err  error
+	run  func(fd uintptr)
 }
 
-var vcallPool = sync.Pool{New: func() any {
-	c := new(vcall)
+var sysReqPool = sync.Pool{New: func() any {
+	c := new(sysReq)
 	c.run = c.do
 	return c
 }}
 
-func (c *vcall) do(fd uintptr) {
+func (c *sysReq) do(fd uintptr) {
 	for {
-		if c.write {
+		switch c.kind {
+		case sysPwritev:
 			c.n, c.err = unix.Pwritev(int(fd), c.bufs, c.off)
-		} else {
+		case sysPreadv:
 			c.n, c.err = unix.Preadv(int(fd), c.bufs, c.off)
+		case sysFstat:
+			c.err = unix.Fstat(int(fd), &c.st)
 		}
 		if c.err != unix.EINTR {
 			return
@@ -95,25 +118,46 @@ func (c *vcall) do(fd uintptr) {
 	}
 }
 
-// vectored runs preadv or pwritev on the member's descriptor while holding
-// the os.File's reference to it (RawConn.Control), exactly as control does:
-// a concurrent Close then defers close(2) until the call returns, so the
-// descriptor number cannot be reused by another file under the call. After
-// Close it fails with os.ErrClosed and makes no system call.
+// guarded runs the system call c describes on the member's descriptor
+// while holding the os.File's reference to it (RawConn.Control), exactly
+// as control does: a concurrent Close then defers close(2) until the call
+// returns, so the descriptor number cannot be reused by another file under
+// the call. After Close it fails with os.ErrClosed and makes no system
+// call.
+func (m *File) guarded(c *sysReq) error {
+	if cerr := m.rc.Control(c.run); cerr != nil {
+		return os.ErrClosed // the only way Control fails on an open-mode file
+	}
+	return c.err
+}
+
+// vectored runs preadv or pwritev under the descriptor's reference.
 func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
 	if testHookVector != nil {
 		testHookVector()
 	}
-	c := vcallPool.Get().(*vcall)
-	c.bufs, c.off, c.write = bufs, off, write
-	cerr := m.rc.Control(c.run)
-	n, err := c.n, c.err
-	c.bufs, c.n, c.err = nil, 0, nil
-	vcallPool.Put(c)
-	if cerr != nil {
-		return 0, os.ErrClosed // the only way Control fails on an open-mode file
+	c := sysReqPool.Get().(*sysReq)
+	c.kind, c.bufs, c.off = sysPreadv, bufs, off
+	if write {
+		c.kind = sysPwritev
 	}
+	err := m.guarded(c)
+	n := c.n
+	c.bufs, c.n, c.err = nil, 0, nil
+	sysReqPool.Put(c)
 	return n, err
+}
+
+// statSize returns the file's current st_size with one fstat(2) and no
+// allocation.
+func (m *File) statSize() (int64, error) {
+	c := sysReqPool.Get().(*sysReq)
+	c.kind = sysFstat
+	err := m.guarded(c)
+	size := c.st.Size
+	c.err = nil
+	sysReqPool.Put(c)
+	return size, err
 }
 
 // skip drops the first n bytes of bufs. It allocates; it serves only the

@@ -1,0 +1,124 @@
+package raid_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// TestShrunkMember truncates a member file of a running array, as the fault
+// attack of issue 7 did (64 KiB chunks, 9 MiB members, truncate to 1 MiB),
+// and reads everything back in 64 KiB pieces from several goroutines. No
+// read may return zeroes where data was written: the short member is failed
+// and its chunks come from redundancy, never "repaired" by a rewrite past
+// the end of the file. The failure is on the survivors' superblocks, so the
+// members assemble again, degraded, even when the truncation took the
+// member's superblock with it.
+func TestShrunkMember(t *testing.T) {
+	shapes := []struct {
+		level stripe.Level
+		n     int
+	}{{stripe.RAID1, 2}, {stripe.RAID10, 4}, {stripe.RAID5, 3}}
+	for _, sh := range shapes {
+		for _, cut := range []int64{superblock.HeaderSize, 0} {
+			t.Run(fmt.Sprintf("%s/members=%d/cut=%d", sh.level, sh.n, cut), func(t *testing.T) {
+				t.Parallel()
+				testShrunkMember(t, sh.level, sh.n, cut)
+			})
+		}
+	}
+}
+
+func testShrunkMember(t *testing.T, level stripe.Level, n int, cut int64) {
+	const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
+	dir := t.TempDir()
+	var paths []string
+	open := func() []raid.Device {
+		var devs []raid.Device
+		for _, p := range paths {
+			f, err := member.Open(p, member.Options{})
+			require.NoError(t, err)
+			devs = append(devs, raid.Device{Path: p, Member: f})
+		}
+		return devs
+	}
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		require.NoError(t, member.CreateSparse(p, size))
+		paths = append(paths, p)
+	}
+	a, err := raid.Create(open(), raid.CreateOptions{Name: "shrink", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	want := make([]byte, written)
+	rand.New(rand.NewSource(7)).Read(want)
+	_, err = a.WriteAt(want, 0)
+	require.NoError(t, err)
+	require.NoError(t, a.Sync())
+
+	const victim = 1
+	require.NoError(t, os.Truncate(paths[victim], cut))
+
+	got := make([]byte, written)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for off := int64(c * chunk); off < written; off += 4 * chunk {
+				if _, err := a.ReadAt(got[off:off+chunk], off); err != nil {
+					errs[c] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	bad := 0
+	for off := 0; off < written; off += chunk {
+		if !bytes.Equal(want[off:off+chunk], got[off:off+chunk]) {
+			bad++
+		}
+	}
+	assert.Zero(t, bad, "chunks read back wrong out of %d", written/chunk)
+	// Read again: a repair must not have made things worse.
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "second read differs")
+
+	st := a.Status()
+	assert.True(t, st.Degraded, "the array is degraded")
+	for _, d := range st.Devices {
+		if d.Role == victim {
+			assert.Equal(t, "failed", d.State, "the short member is failed: %+v", d)
+		}
+	}
+	fi, err := os.Stat(paths[victim])
+	require.NoError(t, err)
+	assert.Equal(t, cut, fi.Size(), "nothing was written past the end of the short member")
+	require.NoError(t, a.Close())
+
+	// The next start assembles degraded around it.
+	a, err = raid.Assemble(open(), raid.Options{CleanDelay: -1})
+	require.NoError(t, err, "assembly after the shrink")
+	defer a.Close()
+	assert.True(t, a.Status().Degraded)
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "data after reassembly")
+}

@@ -3,6 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -68,4 +70,64 @@ func TestFIFOMember(t *testing.T) {
 		out, code, inTime := raiddWithin(t, promptly, "examine", fifo)
 		refused(t, "raidd examine", out, code, inTime)
 	})
+}
+
+// TestLoopDeviceAlias serves an array, then tries to serve it a second time
+// through loop devices over the same member files: raidd's flock on a
+// member path does not cover a loop device over it. The second serve must
+// refuse, naming the holder, while the first keeps serving. In the "marker"
+// case the member files are also unlinked, so the loop devices' backing
+// files cannot be opened and locked; the in-use block in the members'
+// headers must then catch it.
+func TestLoopDeviceAlias(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "losetup")
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root")
+	}
+	for _, unlink := range []bool{false, true} {
+		name := "flock"
+		if unlink {
+			name = "marker"
+		}
+		t.Run(name, func(t *testing.T) {
+			arr := createArray(t, "1", 2, "64K")
+			srv := serve(t, arr.members...)
+			var loops []string
+			for _, m := range arr.members {
+				loops = append(loops, attachLoop(t, m))
+			}
+			if unlink {
+				for _, m := range arr.members {
+					require.NoError(t, os.Remove(m))
+				}
+			}
+			dir := shortTempDir(t)
+			out, code, inTime := raiddWithin(t, promptly, append([]string{"serve", "--strict",
+				"--listen", "unix:" + filepath.Join(dir, "nbd.sock"), "--control", filepath.Join(dir, "ctl.sock")}, loops...)...)
+			require.True(t, inTime, "a second serve through loop devices started serving: %s", out)
+			assert.NotEqual(t, 0, code, "a second serve through loop devices must fail: %s", out)
+			assert.Contains(t, out, "in use", out)
+			if unlink {
+				assert.Contains(t, out, fmt.Sprintf("raidd pid %d", srv.cmd.Process.Pid), "the message names the holder: %s", out)
+				assert.Contains(t, out, "stop it first", out)
+			} else {
+				assert.Contains(t, out, "loop device over "+arr.members[0], out)
+			}
+			assert.Equal(t, "clean", srv.status(t, arr.name).State, "the first serve is unaffected")
+			srv.stopOK(t)
+			if unlink {
+				return
+			}
+			// The other way round: held through the loop devices, the
+			// files themselves are refused.
+			lsrv := serve(t, loops...)
+			out, code, inTime = raiddWithin(t, promptly, append([]string{"serve", "--strict",
+				"--listen", "unix:" + filepath.Join(dir, "nbd2.sock"), "--control", filepath.Join(dir, "ctl2.sock")}, arr.members...)...)
+			require.True(t, inTime, "serving the files of an array served through loop devices started: %s", out)
+			assert.NotEqual(t, 0, code, out)
+			assert.Contains(t, out, "in use by another raidd process", out)
+			lsrv.stopOK(t)
+		})
+	}
 }

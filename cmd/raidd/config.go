@@ -43,6 +43,10 @@ type Config struct {
 	// metrics name arrays and member paths, so an address that is not
 	// loopback needs AllowRemote.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// Force (the serve flag --force; never read from the file or the
+	// environment) takes over members whose in-use block names a raidd that
+	// cannot be proven dead: one on another host whose heartbeat is fresh.
+	Force bool `mapstructure:"-"`
 	// Strict makes serve refuse to start when any configured array cannot
 	// be assembled; by default it serves the others and reports that one
 	// as failed.

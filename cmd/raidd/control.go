@@ -244,9 +244,9 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	var dev raid.Device
 	switch {
 	case op == "add" && need("path", req.Path):
-		dev, err = d.openNew(s, req.Path)
+		dev, err = d.openNew(s, req.Path, req.Force)
 	case op == "replace" && need("old", req.Old) && need("new", req.New):
-		dev, err = d.openNew(s, req.New)
+		dev, err = d.openNew(s, req.New, req.Force)
 	case op == "add" || op == "replace":
 		return // need answered
 	}
@@ -307,14 +307,14 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 
 // openNew opens a device for add or replace the way serve opens members:
 // exclusively locked, with the array's direct setting.
-func (d *daemon) openNew(s *servedArray, path string) (raid.Device, error) {
+func (d *daemon) openNew(s *servedArray, path string, force bool) (raid.Device, error) {
 	if !filepath.IsAbs(path) {
 		return raid.Device{}, badRequest{fmt.Errorf("%q is not an absolute path", path)}
 	}
 	if s.array.ReadOnly() {
 		return raid.Device{}, raid.ErrReadOnly
 	}
-	m, err := openMember(path, false, s.cfg.Direct)
+	m, err := openMember(path, false, s.cfg.Direct, force)
 	if err != nil {
 		return raid.Device{}, badRequest{err}
 	}

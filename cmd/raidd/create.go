@@ -46,7 +46,7 @@ prints a snippet to paste.`,
 	level := fs.String("level", "", "RAID `level`: 0, 1, 5 or 10 (required)")
 	chunk := fs.String("chunk", "512KiB", "chunk `size`: a power of two from 4KiB to 64MiB")
 	size := fs.String("size", "", "create missing member files as sparse files of this `size`")
-	force := fs.Bool("force", false, "overwrite members that already carry a raidd superblock")
+	force := fs.Bool("force", false, "overwrite members that already carry a raidd superblock, and take over members whose holder cannot be proven dead")
 	spares := fs.StringArray("spare", nil, "spare member `path` (repeatable)")
 	bitmap := fs.String("bitmap-region", "", "write-intent bitmap `size` covered by one bit, or none (default 64MiB)")
 	keys := logFlags(fs)
@@ -139,7 +139,7 @@ prints a snippet to paste.`,
 					log.Info("created member file", "path", p, "size", fileSize)
 				}
 			}
-			m, err := openMember(p, false, false)
+			m, err := openMember(p, false, false, *force)
 			if err != nil {
 				errs = append(errs, err)
 				continue

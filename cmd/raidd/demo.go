@@ -163,7 +163,7 @@ func prepareDemo(dir string, ac *ArrayConfig, size int64, log *slog.Logger) (str
 			closeAll()
 			return "", err
 		}
-		f, err := openMember(m.Path, false, false)
+		f, err := openMember(m.Path, false, false, false)
 		if err != nil {
 			closeAll()
 			return "", err

@@ -113,6 +113,7 @@ marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 	keys := listenFlags(fs)
 	fs.String("metrics-listen", "", "TCP `address` that serves Prometheus /metrics (default none)")
 	keys["metrics-listen"] = "metrics_listen"
+	force := fs.Bool("force", false, "take over members whose in-use block names a raidd on another host with a fresh heartbeat (use only when it is known to be dead)")
 	fs.Bool("strict", false, "refuse to start if any configured array cannot be assembled (default: serve the others)")
 	keys["strict"] = "strict"
 	af := arrayFlags(fs)
@@ -127,6 +128,7 @@ marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 		if err != nil {
 			return err
 		}
+		cfg.Force = *force
 		if err := af.apply(cmd, cfg, members); err != nil {
 			return err
 		}
@@ -518,7 +520,7 @@ func (d *daemon) assemble() error {
 		onEvent = d.hooks.enqueue
 	}
 	for _, ac := range d.cfg.Arrays {
-		a, err := assembleArray(ac, d.log, onEvent)
+		a, err := assembleArray(ac, d.cfg.Force, d.log, onEvent)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("array %s: %w", ac.Name, err))
 			d.broken = append(d.broken, brokenArray{cfg: ac, err: err})
@@ -545,14 +547,15 @@ func (d *daemon) assemble() error {
 }
 
 // assembleArray opens ac's members and assembles the array they form.
+// force takes over members whose holder cannot be proven dead (openMember).
 // onEvent, if not nil, receives the array's events.
-func assembleArray(ac ArrayConfig, log *slog.Logger, onEvent func(raid.Event)) (*raid.Array, error) {
+func assembleArray(ac ArrayConfig, force bool, log *slog.Logger, onEvent func(raid.Event)) (*raid.Array, error) {
 	var (
 		devs []raid.Device
 		errs []error
 	)
 	for _, m := range ac.Members {
-		f, err := openMember(m.Path, ac.ReadOnly, ac.Direct)
+		f, err := openMember(m.Path, ac.ReadOnly, ac.Direct, force)
 		if err != nil {
 			errs = append(errs, err)
 			continue

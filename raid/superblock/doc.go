@@ -18,7 +18,8 @@
 //	0          4096     reserved, zero (tools probing byte 0 see nothing)
 //	4096       4096     slot 0 (SlotOffset(0))
 //	8192       4096     slot 1 (SlotOffset(1))
-//	12288      53248    reserved, zero
+//	12288      4096     in-use block (InUseOffset), zero when nobody holds the member
+//	16384      49152    reserved, zero
 //	65536      983040   write-intent bitmap area (BitmapOffset, BitmapBytes)
 //	1048576    ...      data region (DataOffset)
 //
@@ -62,6 +63,36 @@
 //	16      4     Role int32, -1 = none
 //	20      1     State uint8 (MemberState)
 //	21      3     reserved, zero
+//
+// # In-use block
+//
+// The in-use block records which process holds the member open for
+// writing (InUse): a marker in the member's own bytes, so that a second
+// raidd reaching the same bytes under another name (a loop device over the
+// member file, a second host on shared storage) sees it where advisory
+// file locks cannot reach. The holder writes it when it claims the member,
+// refreshes Heartbeat while it holds it and zeroes the block when it lets
+// go; package raid never reads it. It was added after slot Version 1 in
+// bytes that format kept zero and never read, so it is a compatible
+// extension: the slots, their Version and golden bytes are unchanged, an
+// older raidd ignores the block, and zeroes read as "no holder"
+// (ErrNoInUse). Integers are little-endian:
+//
+//	offset  size  field
+//	0       8     Magic "RAIDDIU\x00"
+//	8       4     Version uint32 (= 1)
+//	12      4     PID uint32
+//	16      8     ProcStart uint64, clock ticks after boot (/proc/PID/stat field 22)
+//	24      16    BootID (/proc/sys/kernel/random/boot_id)
+//	40      8     Since int64, unix nanoseconds
+//	48      8     Heartbeat int64, unix nanoseconds
+//	56      8     PIDNS uint64: inode of the holder's PID namespace
+//	64      64    Host: UTF-8, NUL padded
+//	128     256   Path: UTF-8, NUL padded
+//	384     3708  reserved, zero
+//	4092    4     CRC32C (Castagnoli) of bytes [0, 4092)
+//
+// testdata/inuse.hex pins its bytes as testdata/golden.hex pins a slot's.
 //
 // # Invariants
 //

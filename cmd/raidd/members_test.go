@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid/superblock"
+)
+
+// plantHolder writes an in-use block naming h into the member at path.
+func plantHolder(t *testing.T, path string, h *superblock.InUse) {
+	t.Helper()
+	f, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, superblock.WriteInUse(f, h))
+}
+
+func readHolder(t *testing.T, path string) (*superblock.InUse, error) {
+	t.Helper()
+	f, err := member.Open(path, member.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer f.Close()
+	return superblock.ReadInUse(f)
+}
+
+// TestMemberClaim covers the in-use block: a writable open claims the
+// member and Close lets go; a holder that runs on this host is refused,
+// even with force; a dead one is taken over; a holder on another host is
+// refused while its heartbeat is fresh unless forced.
+func TestMemberClaim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.img")
+	require.NoError(t, member.CreateSparse(path, 2<<20))
+	me := self()
+	require.NotZero(t, me.ProcStart, "cannot read this process's start time")
+
+	t.Run("claim_and_release", func(t *testing.T) {
+		m, err := openMember(path, false, false, false)
+		require.NoError(t, err)
+		h, err := readHolder(t, path)
+		require.NoError(t, err)
+		assert.Equal(t, me.PID, h.PID)
+		assert.Equal(t, path, h.Path)
+		require.NoError(t, m.Close())
+		_, err = readHolder(t, path)
+		assert.ErrorIs(t, err, superblock.ErrNoInUse, "Close clears the claim")
+		ro, err := openMember(path, true, false, false)
+		require.NoError(t, err)
+		_, err = readHolder(t, path)
+		assert.ErrorIs(t, err, superblock.ErrNoInUse, "a read-only open claims nothing")
+		require.NoError(t, ro.Close())
+	})
+	t.Run("running_holder_on_this_host", func(t *testing.T) {
+		child := exec.Command("sleep", "60")
+		require.NoError(t, child.Start())
+		defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+		start, err := procStartTime(strconv.Itoa(child.Process.Pid))
+		require.NoError(t, err)
+		h := me
+		h.PID, h.ProcStart, h.Path, h.Heartbeat = uint32(child.Process.Pid), start, "/dev/loop9", 1
+		plantHolder(t, path, &h)
+		for _, force := range []bool{false, true} {
+			_, err = openMember(path, false, false, force)
+			require.Error(t, err, "force=%v", force)
+			assert.True(t, errors.Is(err, errMemberHeld), "%v", err)
+			assert.Contains(t, err.Error(), "raidd pid "+strconv.Itoa(child.Process.Pid))
+			assert.Contains(t, err.Error(), "/dev/loop9")
+			assert.Contains(t, err.Error(), "stop it first")
+		}
+		// Once it is gone (its PID may even be reused), the claim is stale.
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		m, err := openMember(path, false, false, false)
+		require.NoError(t, err, "a dead holder on this host is taken over")
+		require.NoError(t, m.Close())
+	})
+	t.Run("this_process", func(t *testing.T) {
+		h := me
+		h.Path = "/dev/other-name"
+		plantHolder(t, path, &h)
+		_, err := openMember(path, false, false, true)
+		assert.ErrorIs(t, err, errMemberHeld)
+		assert.Contains(t, err.Error(), "this raidd process")
+	})
+	t.Run("other_host", func(t *testing.T) {
+		h := superblock.InUse{Host: "elsewhere", PID: 77, Path: "/dev/sdz", Since: time.Now().UnixNano(), Heartbeat: time.Now().UnixNano()}
+		plantHolder(t, path, &h)
+		_, err := openMember(path, false, false, false)
+		assert.ErrorIs(t, err, errMemberHeld)
+		assert.Contains(t, err.Error(), `host "elsewhere"`)
+		assert.Contains(t, err.Error(), "--force")
+		m, err := openMember(path, false, false, true)
+		require.NoError(t, err, "--force takes over a holder elsewhere")
+		require.NoError(t, m.Close())
+
+		h.Heartbeat = time.Now().Add(-2 * heartbeatStale).UnixNano()
+		plantHolder(t, path, &h)
+		m, err = openMember(path, false, false, false)
+		require.NoError(t, err, "a holder whose heartbeat stopped is taken over")
+		require.NoError(t, m.Close())
+	})
+	t.Run("too_short_for_a_header", func(t *testing.T) {
+		// A member truncated away must still open, so that assembly can
+		// leave it out and start degraded.
+		short := filepath.Join(t.TempDir(), "short.img")
+		require.NoError(t, os.WriteFile(short, nil, 0o600))
+		m, err := openMember(short, false, false, false)
+		require.NoError(t, err)
+		assert.Nil(t, m.claim)
+		require.NoError(t, m.Close())
+	})
+	t.Run("rebooted_host", func(t *testing.T) {
+		h := me
+		h.BootID[0] ^= 0xff
+		h.Heartbeat = time.Now().UnixNano()
+		plantHolder(t, path, &h)
+		m, err := openMember(path, false, false, false)
+		require.NoError(t, err, "a holder from before a reboot of this host is dead")
+		require.NoError(t, m.Close())
+	})
+}
+
+// TestProcStartTime reads this process's start time and reports a process
+// that does not exist.
+func TestProcStartTime(t *testing.T) {
+	st, err := procStartTime("self")
+	require.NoError(t, err)
+	assert.NotZero(t, st)
+	_, err = procStartTime(strconv.Itoa(1 << 30))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -38,8 +38,13 @@
 // # Serving
 //
 // serve opens every member with an exclusive flock on its path (a shared
-// one for read-only arrays) and, for block devices, O_EXCL, so that two
-// raidd processes, or raidd and md or a mount, never drive one member.
+// one for read-only arrays), on a loop device's backing file as well, and,
+// for block devices, O_EXCL, so that two raidd processes, or raidd and md
+// or a mount, never drive one member. A writable member also carries this
+// process's claim in its in-use block (members.go), which a second raidd
+// reaching it by a path no lock covers is refused by; --force takes over a
+// claim from another host whose holder is known to be dead. Only regular
+// files and block devices are opened, and never in a way that blocks.
 // It assembles every array, opens every listener, then reports READY=1 to
 // systemd (Type=notify). An array that cannot be assembled (each refused
 // member named with the reason) is left out: the others are served, and

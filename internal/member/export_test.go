@@ -13,3 +13,6 @@ func Descriptor(m *File) int {
 	_ = m.control(func(d int) error { fd = d; return nil })
 	return fd
 }
+
+// StatSize runs the size check's fstat.
+func StatSize(m *File) (int64, error) { return m.statSize() }

@@ -661,3 +661,32 @@ func TestShrunk(t *testing.T) {
 		assert.NoError(t, err)
 	})
 }
+
+// BenchmarkSizeCheck measures the fstat that follows every write to a file
+// member (the shrink check), next to the 4 KiB and 64 KiB writes it follows.
+func BenchmarkSizeCheck(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "m.img")
+	require.NoError(b, member.CreateSparse(path, 64<<20))
+	f, err := member.Open(path, member.Options{})
+	require.NoError(b, err)
+	defer f.Close()
+	b.Run("fstat", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := member.StatSize(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, n := range []int{4 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("write=%dK", n>>10), func(b *testing.B) {
+			p := make([]byte, n)
+			off := int64(0)
+			for b.Loop() {
+				if _, err := f.WriteAt(p, off); err != nil {
+					b.Fatal(err)
+				}
+				off = (off + int64(n)) % f.Size()
+			}
+		})
+	}
+}

@@ -130,14 +130,30 @@ func (d *daemon) status() statusReply {
 	r := statusReply{
 		Version: versionString(), PID: os.Getpid(), Started: d.started,
 		Listen: d.cfg.Listen, NBD: toNBDStats(d.nbd.Stats()),
-		Arrays: make([]arrayStatus, len(d.arrays), len(d.arrays)+len(d.broken)),
+		Arrays: make([]arrayStatus, 0, len(d.arrays)+len(d.broken)),
 	}
-	for i, s := range d.arrays {
-		r.Arrays[i] = arrayStatus{Export: s.cfg.exportName(), Status: s.array.Status()}
+	// In the order of the configuration, broken arrays included.
+	served := make(map[string]*servedArray, len(d.arrays))
+	for _, s := range d.arrays {
+		served[s.cfg.Name] = s
 	}
+	broken := make(map[string]error, len(d.broken))
 	for _, b := range d.broken {
-		r.Arrays = append(r.Arrays, arrayStatus{Export: b.cfg.exportName(), Error: b.err.Error(),
-			Status: raid.Status{Name: b.cfg.Name, State: "failed", Failed: true, ReadOnly: b.cfg.ReadOnly}})
+		broken[b.cfg.Name] = b.err
+	}
+	for _, ac := range d.cfg.Arrays {
+		if s := served[ac.Name]; s != nil {
+			r.Arrays = append(r.Arrays, arrayStatus{Export: s.cfg.exportName(), Status: s.array.Status()})
+			delete(served, ac.Name)
+		} else if err := broken[ac.Name]; err != nil {
+			r.Arrays = append(r.Arrays, arrayStatus{Export: ac.exportName(), Error: err.Error(),
+				Status: raid.Status{Name: ac.Name, State: "failed", Failed: true, ReadOnly: ac.ReadOnly, Devices: []raid.MemberStatus{}}})
+		}
+	}
+	for _, s := range d.arrays { // served but not configured: none today
+		if served[s.cfg.Name] != nil {
+			r.Arrays = append(r.Arrays, arrayStatus{Export: s.cfg.exportName(), Status: s.array.Status()})
+		}
 	}
 	return r
 }

@@ -414,3 +414,31 @@ func TestCLIErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenArrayReported: an array that cannot be assembled is listed in
+// the configuration's order, with an empty member list (not null), and
+// reported to on_event as array-failed with the reason.
+func TestBrokenArrayReported(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "m", "1", "a.img", "b.img")
+	hookLog := filepath.Join(e.dir, "hook.log")
+	hook := fmt.Sprintf("on_event: 'echo \"$RAIDD_EVENT|$RAIDD_ARRAY|$RAIDD_DETAIL\" >> %s'\n", hookLog)
+	d := serve(t, e.config(t, hook, e.array("first", "", "x.img", "y.img"), e.array("m", "", "a.img", "b.img")))
+
+	body := httpGet(t, e.control, "/v1/status")
+	var st statusReply
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.Len(t, st.Arrays, 2)
+	assert.Equal(t, "first", st.Arrays[0].Name, "configuration order")
+	assert.True(t, st.Arrays[0].Failed)
+	assert.Contains(t, st.Arrays[0].Error, "x.img: no such file or directory")
+	assert.Equal(t, "m", st.Arrays[1].Name)
+	assert.Regexp(t, `"members": \[\]`, body, "an empty list, so that jq '.arrays[].members[]' works")
+
+	waitFor(t, "the array-failed hook", func() bool {
+		b, _ := os.ReadFile(hookLog)
+		return strings.Contains(string(b), "array-failed|first|not assembled: ")
+	})
+	assert.Equal(t, 0, d.stop(t))
+	assert.Contains(t, d.stderr.String(), "array not assembled; serving the others")
+}

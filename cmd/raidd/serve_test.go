@@ -398,6 +398,7 @@ func TestCLIErrors(t *testing.T) {
 		"bad chunk":                  {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
 		"unknown config key":         {[]string{"serve", "--config", bad}, 1, "listen_adress"},
 		"status without daemon":      {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, exitNoStatus, "raidd is not running"},
+		"watch without daemon":       {[]string{"status", "--watch", "--control", filepath.Join(e.dir, "none.sock")}, exitNoStatus, "raidd is not running"},
 		"examine a non-member":       {[]string{"examine", bad}, 1, "no raidd superblock"},
 		"bad log level":              {[]string{"create", "--name", "a", "--level", "1", "--log-level", "loud", "/x"}, exitUsage, `"loud" is not debug`},
 	}

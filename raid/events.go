@@ -61,10 +61,13 @@ func (a *Array) startEvents(hook func(Event)) {
 		close(a.ev.done)
 		return
 	}
-	a.ev.ch = make(chan Event, 256)
+	// The goroutine ranges over its own copy: stopEvents sets a.ev.ch to
+	// nil under ev.mu, which the goroutine does not hold.
+	ch := make(chan Event, 256)
+	a.ev.ch = ch
 	go func() {
 		defer close(a.ev.done)
-		for e := range a.ev.ch {
+		for e := range ch {
 			hook(e)
 		}
 	}()

@@ -325,31 +325,37 @@ func TestServeRefusesToStart(t *testing.T) {
 	e := newEnv(t)
 	e.create(t, "five", "5", "a.img", "b.img", "c.img")
 	e.create(t, "other", "1", "x.img", "y.img")
+	e.create(t, "third", "1", "p.img", "q.img")
 
 	tests := map[string]struct {
 		arrays []string
 		want   []string
+		extra  string // configuration keys
 	}{
 		"too many members missing": {
 			[]string{e.array("five", "", "a.img")},
-			[]string{"array five:", "cannot start"},
+			[]string{"array five:", "cannot start"}, "",
 		},
 		"member file missing": {
 			[]string{e.array("five", "", "a.img", "b.img", "gone.img")},
-			[]string{"array five:", "gone.img: no such file or directory"},
+			[]string{"array five:", "gone.img: no such file or directory"}, "",
 		},
 		"members of another array": {
 			[]string{e.array("five", "", "x.img", "y.img")},
-			[]string{`x.img belongs to array "other" (uuid `, `y.img belongs to array "other"`, `not "five"`},
+			[]string{`x.img belongs to array "other" (uuid `, `y.img belongs to array "other"`, `not "five"`}, "",
 		},
 		"every broken array is reported": {
 			[]string{e.array("five", "", "a.img", "missing1.img"), e.array("other", "", "x.img", "missing2.img")},
-			[]string{"missing1.img", "missing2.img"},
+			[]string{"missing1.img", "missing2.img", "no array could be assembled, so there is nothing to serve"}, "",
+		},
+		"strict: one broken array stops all": {
+			[]string{e.array("third", "", "p.img", "q.img"), e.array("other", "", "x.img", "missing2.img")},
+			[]string{"array other:", "missing2.img"}, "strict: true\n",
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			code, _, errOut := raidd(t, "serve", "--config", e.config(t, "", tt.arrays...))
+			code, _, errOut := raidd(t, "serve", "--config", e.config(t, tt.extra, tt.arrays...))
 			assert.Equal(t, 1, code)
 			for _, w := range tt.want {
 				assert.Contains(t, errOut, w)

@@ -99,10 +99,11 @@ An array that cannot be assembled does not stop the others: serve logs why,
 serves the rest, and 'raidd status' (and /metrics) report that array as
 failed with the reason ('raidd status' then exits 2). With --strict (strict:
 true) serve refuses to start instead, naming each member that was refused
-and why; it also refuses when no array at all can be assembled. Under
-systemd (Type=notify) it reports readiness once every listener is open. SIGINT or SIGTERM stops it gracefully: NBD
-requests in flight are answered, members are synced and the arrays are
-marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
+and why; it also refuses when no array at all can be assembled.
+
+Under systemd (Type=notify) it reports readiness once every listener is
+open. SIGINT or SIGTERM stops it gracefully: NBD requests in flight are
+answered, members are synced and the arrays are marked clean. SIGHUP is ignored; restart to apply a changed configuration.`,
 		Example: `  raidd serve --config /etc/raidd/raidd.yaml
   raidd serve --listen unix:/tmp/nbd.sock --control /tmp/raidd.sock /srv/a.img /srv/b.img /srv/c.img
   raidd serve --read-only --name data /dev/sdb /dev/sdc`,

@@ -35,6 +35,17 @@ type examined struct {
 	Created           time.Time       `json:"created"`
 	Updated           time.Time       `json:"updated"`
 	Members           []examinedEntry `json:"members,omitempty"`
+	// InUse is the holder its in-use block names, if any: a raidd that has
+	// the member open for writing (or had, if it died without letting go).
+	InUse *examinedHolder `json:"in_use,omitempty"`
+}
+
+type examinedHolder struct {
+	Host      string    `json:"host"`
+	PID       uint32    `json:"pid"`
+	Path      string    `json:"path"`
+	Since     time.Time `json:"since"`
+	Heartbeat time.Time `json:"heartbeat"`
 }
 
 type examinedEntry struct {
@@ -112,6 +123,10 @@ func examine(path string) (examined, error) {
 	for _, mi := range m.Members {
 		e.Members = append(e.Members, examinedEntry{UUID: superblock.FormatUUID(mi.UUID), Role: mi.Role, State: mi.State.String()})
 	}
+	if h, err := superblock.ReadInUse(f); err == nil {
+		e.InUse = &examinedHolder{Host: h.Host, PID: h.PID, Path: h.Path,
+			Since: time.Unix(0, h.Since).UTC(), Heartbeat: time.Unix(0, h.Heartbeat).UTC()}
+	}
 	return e, nil
 }
 
@@ -135,6 +150,10 @@ func printExamined(w io.Writer, e *examined) {
 	}
 	row("created", "%s", e.Created.Format(time.RFC3339))
 	row("updated", "%s", e.Updated.Format(time.RFC3339))
+	if h := e.InUse; h != nil {
+		row("in use by", "raidd pid %d on %q as %s since %s (heartbeat %s)", h.PID, h.Host, h.Path,
+			h.Since.Format(time.RFC3339), h.Heartbeat.Format(time.RFC3339))
+	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "  member table, as this member last knew it:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

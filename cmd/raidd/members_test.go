@@ -138,3 +138,39 @@ func TestProcStartTime(t *testing.T) {
 	_, err = procStartTime(strconv.Itoa(1 << 30))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
+
+// TestMemberHeartbeat checks that a holder refreshes its heartbeat while it
+// holds the member, which is what keeps a raidd on another host away.
+func TestMemberHeartbeat(t *testing.T) {
+	defer func(every time.Duration) { heartbeatEvery = every }(heartbeatEvery)
+	heartbeatEvery = 20 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "m.img")
+	require.NoError(t, member.CreateSparse(path, 2<<20))
+	m, err := openMember(path, false, false, false)
+	require.NoError(t, err)
+	defer m.Close()
+	first, err := readHolder(t, path)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, err := readHolder(t, path)
+		return err == nil && h.Heartbeat > first.Heartbeat && h.Since == first.Since
+	}, 5*time.Second, 10*time.Millisecond, "the heartbeat never advanced")
+}
+
+// TestExamineInUse checks that examine shows the holder of a member while
+// it is held, and nothing once it is let go.
+func TestExamineInUse(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "data", "1", "a.img", "b.img")
+	path := e.paths("a.img")[0]
+	m, err := openMember(path, false, false, false)
+	require.NoError(t, err)
+	code, out, errOut := raidd(t, "examine", path)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "in use by:")
+	assert.Contains(t, out, "raidd pid "+strconv.Itoa(os.Getpid()))
+	require.NoError(t, m.Close())
+	code, out, errOut = raidd(t, "examine", path)
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "in use by")
+}

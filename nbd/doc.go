@@ -76,9 +76,11 @@
 //     are closed at accept, which the protocol allows against a denial of
 //     service. A warning is logged at most every 10 s.
 //
-// Altogether payload memory stays below MaxTotalInFlightBytes +
+// Altogether the payload buffers in use stay below MaxTotalInFlightBytes +
 // MaxConnections x 128 KiB, plus MaxConnections x 256 KiB of socket
-// buffers. bench/conn-memory.sh shows the bound against the attacks of
+// buffers. Released buffers go back to a sync.Pool, and the garbage
+// collector frees them; the resident size therefore also includes what
+// the GC has not reclaimed yet. bench/conn-memory.sh shows the bound against the attacks of
 // issue 7 with the real binary. Stats reports the bytes in flight, refused
 // connections and the connections closed by each timeout.
 //

@@ -51,14 +51,24 @@ func main() {
 }
 
 type config struct {
-	addr, export                 string
-	pid                          int
-	payload, rate, region        int64
-	writers, readers, reads      int
-	idle                         int
-	phase                        time.Duration
-	limit, abortAbove            int64
-	skipWrite, skipRead, skipIdl bool
+	addr, export            string
+	pid                     int
+	payload, rate, region   int64
+	writers, readers, reads int
+	idle                    int
+	phase                   time.Duration
+	limit, abortAbove       int64
+	mixed                   bool
+}
+
+// size returns the length of a connection's i-th request: -payload, or
+// with -mixed -payload/2^(i mod 6), so that requests of one connection
+// cycle through six buffer size classes.
+func (c config) size(i int) int64 {
+	if c.mixed {
+		return max(c.payload>>(i%6), 4096)
+	}
+	return c.payload
 }
 
 func run() error {
@@ -73,6 +83,7 @@ func run() error {
 	flag.IntVar(&c.writers, "writers", 50, "trickling writer connections")
 	flag.IntVar(&c.readers, "readers", 50, "connections whose READ replies are never read")
 	flag.IntVar(&c.reads, "reads", 16, "READ requests each non-draining reader sends at once")
+	flag.BoolVar(&c.mixed, "mixed", false, "cycle request sizes through -payload, -payload/2, ... -payload/32")
 	flag.IntVar(&c.idle, "idle", 300, "connections opened in the idle-conns phase (0 skips it)")
 	flag.DurationVar(&c.phase, "phase", 40*time.Second, "duration of each phase")
 	flag.StringVar(&limit, "limit", "256MiB", "fail if the server's VmHWM exceeds this")
@@ -346,11 +357,12 @@ func writer(ctx context.Context, c config, id int, nc *nbdConn, st *phaseStats) 
 	chunk := make([]byte, 64<<10)
 	for i := 0; ctx.Err() == nil; i++ {
 		off := ((int64(id) + int64(i)) % slots) * c.payload
-		if err := nc.sendRequest(cmdWrite, uint64(i), uint64(off), uint32(c.payload)); err != nil {
+		size := c.size(id + i)
+		if err := nc.sendRequest(cmdWrite, uint64(i), uint64(off), uint32(size)); err != nil {
 			return err
 		}
-		for sent := int64(0); sent < c.payload; {
-			n := min(int64(len(chunk)), c.payload-sent)
+		for sent := int64(0); sent < size; {
+			n := min(int64(len(chunk)), size-sent)
 			if _, err := nc.c.Write(chunk[:n]); err != nil {
 				return err
 			}
@@ -377,7 +389,7 @@ func reader(ctx context.Context, c config, id int, nc *nbdConn, st *phaseStats) 
 	slots := c.region / c.payload
 	for i := 0; ctx.Err() == nil; i++ {
 		off := ((int64(id) + int64(i)) % slots) * c.payload
-		if err := nc.sendRequest(cmdRead, uint64(i), uint64(off), uint32(c.payload)); err != nil {
+		if err := nc.sendRequest(cmdRead, uint64(i), uint64(off), uint32(c.size(id+i))); err != nil {
 			return err
 		}
 		if i >= c.reads && !sleepCtx(ctx, time.Second) {

@@ -10,11 +10,13 @@ import (
 
 // commitLocked bumps the event counter and writes the table to every member that
 // is in use, syncing each. A member whose superblock cannot be written is
-// marked failed and the commit is retried without it. Callers hold cfgMu.
+// marked failed, the commit is retried without it, and the View is
+// republished so that I/O stops using it. Callers hold cfgMu.
 func (a *Array) commitLocked() error {
 	if a.readOnly {
 		return nil
 	}
+	failed := false // members were marked failed: the View must follow
 	for {
 		a.meta.Events++
 		a.meta.UpdateTime = time.Now().UnixNano()
@@ -52,15 +54,22 @@ func (a *Array) commitLocked() error {
 		}
 		wg.Wait()
 		if len(bad) == 0 {
+			if failed {
+				a.publishLocked() // stop using the members recorded as failed
+			}
 			return nil
 		}
 		for _, i := range bad {
 			mi := &a.meta.Members[i]
-			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", a.slots[mi.UUID].path, "err", errors.Join(errs...))
+			s := a.slots[mi.UUID]
+			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", s.path, "err", errors.Join(errs...))
 			mi.State = superblock.MemberFailed
-			a.slots[mi.UUID].note = "superblock write failed"
+			s.note = "superblock write failed"
+			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: s.path, Detail: s.note})
 		}
+		failed = true
 		if len(bad) == writes {
+			a.publishLocked()
 			return errors.Join(errs...)
 		}
 	}

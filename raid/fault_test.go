@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
@@ -153,4 +155,33 @@ func roleState(sb *superblock.Meta, role int) superblock.MemberState {
 		}
 	}
 	return st
+}
+
+// TestSuperblockWriteFailureDegrades: a member that cannot take a superblock
+// update (here, the one marking the array dirty before the first write) is
+// failed, and the array must stop reading from it and say it is degraded at
+// once, not only at the next failure that republishes the member set.
+func TestSuperblockWriteFailureDegrades(t *testing.T) {
+	const chunk = 16 << 10
+	var devs []raid.Device
+	var tgs []*membertest.Toggle
+	for i := 0; i < 3; i++ {
+		tg := membertest.NewToggle(membertest.InRange(superblock.SlotOffset(0), 2*superblock.SlotSize, membertest.OpFilter(membertest.Always(), membertest.OpWrite)))
+		tgs = append(tgs, tg)
+		devs = append(devs, raid.Device{Path: fmt.Sprint("s", i), Member: keep{membertest.Inject(member.NewMemory(memberSizeFor(chunk, 8)), tg)}})
+	}
+	a := createArray(t, devs, raid.CreateOptions{Name: "sbw", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	want := make([]byte, a.Size())
+	rand.New(rand.NewSource(6)).Read(want)
+	tgs[1].On()
+	_, err := a.WriteAt(want, 0) // marks the array dirty first: member 1's superblock write fails
+	require.NoError(t, err)
+	st := a.Status()
+	require.Equal(t, "failed", st.Devices[1].State, "%+v", st.Devices)
+	assert.True(t, st.Degraded, "a member recorded as failed degrades the array")
+	assert.Equal(t, "degraded", st.State)
+	got := make([]byte, len(want))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }

@@ -22,11 +22,7 @@ import (
 // resync after the unclean shutdown covers exactly the rows of the regions
 // the write-intent bitmap marked; and afterwards mirrors and parity agree.
 func TestCrash(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("crash seed %d (replay with -seed=%d)", seed, seed)
+	seed := testSeed(t)
 	shapes := []struct {
 		level stripe.Level
 		n     int
@@ -142,11 +138,7 @@ func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
 // the data. (RAID5 is left out on purpose: a crash while degraded is the
 // write hole the README documents.)
 func TestCrashDuringRebuild(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
+	seed := testSeed(t)
 	for _, s := range []struct {
 		level stripe.Level
 		n     int

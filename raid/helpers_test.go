@@ -148,7 +148,7 @@ func judgeCheck(tb testing.TB, a *raid.Array, before raid.Status, res raid.Check
 		redundant := a.Geometry().Tolerance() > 0
 		busy := before.Recovery != nil || after.Recovery != nil
 		if redundant && !before.Degraded && !after.Degraded && !busy {
-			tb.Errorf("check of a whole, idle array left rows unverified: %s (%v)", res, err)
+			tb.Errorf("check of a whole, idle array left rows unverified: %s (%v); before %+v after %+v", res, err, before, after)
 		}
 	default:
 		tb.Errorf("check: %v", err)

@@ -5,7 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"math/rand"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,34 +20,71 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/clock"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
 var (
-	seedFlag  = flag.Int64("seed", 0, "replay the model test with this seed (0 = time-based)")
+	seedFlag  = flag.Int64("seed", 0, "replay the model and crash tests with this seed (0 = $RAIDD_SEED, else time-based)")
 	modelOps  = flag.Int("model.ops", 120, "operations per model-test case")
 	chunkList = []int64{4 << 10, 64 << 10, 1 << 20}
 )
 
-// TestModel runs a seeded random sequence of writes, reads, syncs, discards,
-// write-zeroes, member failures, concurrent writers and reassembly against
-// every level, comparing every read with a flat in-memory model. To replay a
-// failure: go test ./raid -run 'TestModel/<case>' -seed=<seed printed>.
-func TestModel(t *testing.T) {
+// testSeed returns the seed of a randomized test: -seed, else $RAIDD_SEED,
+// else the time. A test that fails prints it with the command that
+// replays it.
+func testSeed(t *testing.T) int64 {
+	t.Helper()
 	seed := *seedFlag
+	if env := os.Getenv("RAIDD_SEED"); seed == 0 && env != "" {
+		v, err := strconv.ParseInt(env, 0, 64)
+		require.NoError(t, err, "RAIDD_SEED")
+		seed = v
+	}
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("model seed %d (replay with -seed=%d)", seed, seed)
-	for level, counts := range validShapes() {
-		for _, n := range counts {
+	t.Logf("seed %d", seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: RAIDD_SEED=%d go test -run '^%s$' ./raid", seed, t.Name())
+		}
+	})
+	return seed
+}
+
+// subSeed derives a sub-test's seed from the test's seed and the sub-test's
+// name, so that replaying one sub-test with -run gives it the same seed.
+func subSeed(seed int64, name string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", seed, name)
+	return int64(h.Sum64() >> 1)
+}
+
+// TestModel runs seeded random sequences of writes, reads, syncs, discards,
+// write-zeroes, member failures, spares, replacements and removals with
+// rebuilds running in the background, concurrent writers and reassembly
+// against every level, chunk size and member count, comparing every read
+// with a flat in-memory model. Each case first generates its whole
+// operation list from its seed (the list depends on nothing else), logs it,
+// then runs it; background jobs are paced by a fake clock that the
+// operations move, so machine speed does not decide what a run does. Where
+// an operation needs a member (fail, replace), it carries a random number
+// that picks one of the candidates the array has at that point. A failure
+// prints the command that replays it:
+//
+//	RAIDD_SEED=<seed> go test -run '^TestModel$' ./raid
+//	RAIDD_SEED=<seed> go test -run '^TestModel/raid5/chunk=4K/members=3$' ./raid
+func TestModel(t *testing.T) {
+	seed := testSeed(t)
+	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID10} {
+		for _, n := range validShapes()[level] {
 			for _, chunk := range chunkList {
 				name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					caseSeed := seed ^ int64(level)<<32 ^ int64(n)<<40 ^ chunk
-					runModel(t, level, n, chunk, caseSeed)
+					runModel(t, level, n, chunk, subSeed(seed, name))
 				})
 			}
 		}
@@ -50,11 +93,11 @@ func TestModel(t *testing.T) {
 
 type model struct {
 	t     *testing.T
-	rng   *rand.Rand
 	level stripe.Level
 	chunk int64
 	r     *rig
 	a     *raid.Array
+	clk   *clock.Fake
 	data  []byte
 	geo   stripe.Geometry
 	// Rig indexes: inArray were handed to the array (members, spares, failed
@@ -67,22 +110,151 @@ type model struct {
 
 const poolSize = 6 // spare devices beyond the initial members
 
+// opKind is what one model operation does.
+type opKind int
+
+const (
+	opWrite opKind = iota
+	opWriteFUA
+	opRead
+	opSync
+	opDiscard
+	opWriteZeroes
+	opFail         // the operator fails a member
+	opFailFaults   // a member's device starts returning errors
+	opAddSpare     // a fresh device is added
+	opReplace      // an active member is copied onto a fresh device
+	opRemove       // a failed member is detached
+	opReassemble   // check, close and assemble again
+	opConcurrent   // writers on disjoint ranges, each verifying its own
+	opWaitRecovery // let every background job finish
+	opVerify       // read the whole array
+)
+
+var opNames = [...]string{"write", "write-fua", "read", "sync", "discard", "write-zeroes", "fail", "fail-faults",
+	"add-spare", "replace", "remove", "reassemble", "concurrent", "wait-recovery", "verify"}
+
+// modelOp is one generated operation. Everything random is drawn when the
+// list is generated; what depends on the array's state at run time (which
+// member to fail or replace) is resolved from pick.
+type modelOp struct {
+	kind opKind
+	tick time.Duration // fake time that passes before the operation
+	off  int64
+	n    int64
+	seed int64 // the write's bytes; the workers' seeds; the reassembly's choices
+	// half: the first half of a write is zeroes (for zero elision);
+	// noHole: write-zeroes must allocate.
+	half, noHole bool
+	pick         uint32
+}
+
+func (op modelOp) String() string {
+	s := fmt.Sprintf("+%s %s", op.tick, opNames[op.kind])
+	switch op.kind {
+	case opWrite, opWriteFUA, opRead, opDiscard, opWriteZeroes:
+		s += fmt.Sprintf(" [%d,+%d)", op.off, op.n)
+	}
+	switch op.kind {
+	case opWrite, opWriteFUA:
+		s += fmt.Sprintf(" seed=%d", op.seed)
+		if op.half {
+			s += " zero-half"
+		}
+	case opWriteZeroes:
+		if op.noHole {
+			s += " no-hole"
+		}
+	case opFail, opFailFaults, opReplace:
+		s += fmt.Sprintf(" pick=%d", op.pick)
+	case opConcurrent, opReassemble:
+		s += fmt.Sprintf(" seed=%d", op.seed)
+	}
+	return s
+}
+
+// genOps draws count operations from seed for an array of geometry geo.
+func genOps(seed int64, geo stripe.Geometry, count int) []modelOp {
+	rng := rand.New(rand.NewSource(seed))
+	size, chunk, width := geo.Size(), geo.Chunk(), geo.StripeWidth()
+	randRange := func() (off, n int64) {
+		switch rng.Intn(4) {
+		case 0: // chunk aligned
+			n = (1 + rng.Int63n(4)) * chunk
+			off = rng.Int63n(size/chunk) * chunk
+		case 1: // full stripes
+			n = width * (1 + rng.Int63n(2))
+			off = rng.Int63n(size/width) * width
+		default: // anything
+			n = 1 + rng.Int63n(3*width)
+			off = rng.Int63n(size)
+		}
+		return off, min(n, size-off)
+	}
+	ops := make([]modelOp, count)
+	for i := range ops {
+		op := modelOp{tick: time.Duration(rng.Intn(4)) * 2 * time.Millisecond, seed: rng.Int63(), pick: rng.Uint32()}
+		switch x := rng.Intn(100); {
+		case x < 35:
+			op.kind = opWrite
+			if rng.Intn(5) == 0 {
+				op.kind = opWriteFUA
+			}
+			op.off, op.n = randRange()
+			op.half = rng.Intn(8) == 0
+		case x < 65:
+			op.kind = opRead
+			op.off, op.n = randRange()
+		case x < 70:
+			op.kind = opSync
+		case x < 76:
+			op.kind = opDiscard
+			op.off, op.n = randRange()
+		case x < 80:
+			op.kind = opWriteZeroes
+			op.off, op.n = randRange()
+			op.noHole = rng.Intn(2) == 0
+		case x < 82:
+			op.kind = opFail
+			if rng.Intn(2) == 0 {
+				op.kind = opFailFaults
+			}
+		case x < 84:
+			op.kind = opAddSpare
+		case x < 85:
+			op.kind = opReplace
+		case x < 86:
+			op.kind = opRemove
+		case x < 88:
+			op.kind = opReassemble
+		case x < 91:
+			op.kind = opConcurrent
+		case x < 92:
+			op.kind = opWaitRecovery
+		default:
+			op.kind = opVerify
+		}
+		ops[i] = op
+	}
+	return ops
+}
+
 func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) {
-	t.Logf("case seed %d", seed)
 	rows := int64(6)
 	if chunk >= 1<<20 {
 		rows = 3
 	}
 	r := newRig(n+poolSize, memberSizeFor(chunk, rows)+chunk/2) // a ragged tail is ignored
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk},
-		modelOptions(chunk))
+		modelOptions(chunk, clk))
 	require.NoError(t, err)
-	m := &model{t: t, rng: rand.New(rand.NewSource(seed)), level: level, chunk: chunk, r: r, a: a,
+	m := &model{t: t, level: level, chunk: chunk, r: r, a: a, clk: clk,
 		data: make([]byte, a.Size()), geo: a.Geometry(), inArray: map[int]bool{}, failing: map[int]bool{}, next: n}
 	for k := 0; k < n; k++ {
 		m.inArray[k] = true
 	}
-	defer func() {
+	t.Cleanup(func() {
 		m.waitRecovery(-1)
 		st := m.a.Status()
 		checkAndClose(t, m.a)
@@ -95,22 +267,28 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) 
 				}
 			}
 		}
-	}()
-	for i := 0; i < *modelOps; i++ {
-		m.step(i)
+	})
+	ops := genOps(seed, m.geo, *modelOps)
+	var list strings.Builder
+	for i, op := range ops {
+		fmt.Fprintf(&list, "\n%4d %s", i, op)
+	}
+	t.Logf("case seed %d, %d operations:%s", seed, len(ops), list.String())
+	for i, op := range ops {
+		m.step(i, op)
 		if t.Failed() {
-			t.Fatalf("stopping at op %d (seed %d)", i, seed)
+			t.Fatalf("stopping at op %d: %s", i, op)
 		}
 	}
-	m.waitRecovery(*modelOps)
+	m.waitRecovery(len(ops))
 	m.verifyAll("end")
 }
 
-// modelOptions slows rebuilds to a few tens of milliseconds, so that model
-// operations run while rows are being rebuilt.
-func modelOptions(chunk int64) raid.Options {
-	return raid.Options{CleanDelay: 20 * time.Millisecond, ProgressInterval: 5 * time.Millisecond,
-		RebuildMinRate: 200 * chunk, RebuildMaxRate: 400 * chunk}
+// modelOptions slows rebuilds to a few rows per operation of fake time,
+// so that model operations run while rows are being rebuilt.
+func modelOptions(chunk int64, clk *clock.Fake) raid.Options {
+	return raid.WithClock(raid.Options{CleanDelay: 20 * time.Millisecond, ProgressInterval: 5 * time.Millisecond,
+		RebuildMinRate: 200 * chunk, RebuildMaxRate: 400 * chunk}, clk)
 }
 
 // rigIndex maps a status path back to the rig.
@@ -135,8 +313,9 @@ func (m *model) missingRoles(st raid.Status) uint64 {
 	return ^held & (1<<uint(m.geo.Members()) - 1)
 }
 
-// pickActive returns a random active member that is not failing, with its role.
-func (m *model) pickActive(st raid.Status) (int, raid.MemberStatus) {
+// pickActive returns the active member that is not failing chosen by pick
+// (among those, in status order), with its role.
+func (m *model) pickActive(st raid.Status, pick uint32) (int, raid.MemberStatus) {
 	var c []raid.MemberStatus
 	for _, d := range st.Devices {
 		if d.State == "active" && d.Path != "" && !m.failing[m.rigIndex(d.Path)] {
@@ -146,82 +325,61 @@ func (m *model) pickActive(st raid.Status) (int, raid.MemberStatus) {
 	if len(c) == 0 {
 		return -1, raid.MemberStatus{}
 	}
-	d := c[m.rng.Intn(len(c))]
+	d := c[int(pick%uint32(len(c)))]
 	return m.rigIndex(d.Path), d
 }
 
-func (m *model) randRange(maxLen int64) (off, n int64) {
-	size := int64(len(m.data))
-	switch m.rng.Intn(4) {
-	case 0: // chunk aligned
-		n = (1 + m.rng.Int63n(4)) * m.chunk
-		off = m.rng.Int63n(size/m.chunk) * m.chunk
-	case 1: // full stripes
-		w := m.geo.StripeWidth()
-		n = w * (1 + m.rng.Int63n(2))
-		off = m.rng.Int63n(size/w) * w
-	default: // anything
-		n = 1 + m.rng.Int63n(maxLen)
-		off = m.rng.Int63n(size)
-	}
-	if off+n > size {
-		n = size - off
-	}
-	return off, n
-}
-
-func (m *model) step(i int) {
+func (m *model) step(i int, op modelOp) {
 	t := m.t
-	maxLen := 3 * m.geo.StripeWidth()
-	switch op := m.rng.Intn(100); {
-	case op < 35:
-		off, n := m.randRange(maxLen)
+	if op.tick > 0 {
+		m.clk.Advance(op.tick)
+	}
+	off, n := op.off, op.n
+	switch op.kind {
+	case opWrite, opWriteFUA:
 		p := make([]byte, n)
-		m.rng.Read(p)
-		if m.rng.Intn(8) == 0 { // some zero blocks, for zero elision
+		rand.New(rand.NewSource(op.seed)).Read(p)
+		if op.half { // some zero blocks, for zero elision
 			clear(p[:n/2])
 		}
 		var err error
-		if m.rng.Intn(5) == 0 {
+		if op.kind == opWriteFUA {
 			_, err = m.a.WriteAtFUA(p, off)
 		} else {
 			_, err = m.a.WriteAt(p, off)
 		}
-		require.NoError(t, err, "op %d write [%d,+%d)", i, off, n)
+		require.NoError(t, err, "op %d: %s", i, op)
 		copy(m.data[off:], p)
-	case op < 65:
-		off, n := m.randRange(maxLen)
+	case opRead:
 		p := make([]byte, n)
 		_, err := m.a.ReadAt(p, off)
-		require.NoError(t, err, "op %d read [%d,+%d)", i, off, n)
+		require.NoError(t, err, "op %d: %s", i, op)
 		if !bytes.Equal(p, m.data[off:off+n]) {
-			t.Fatalf("op %d read [%d,+%d): %s", i, off, n, firstDiff(p, m.data[off:off+n], off))
+			t.Fatalf("op %d: %s: %s", i, op, firstDiff(p, m.data[off:off+n], off))
 		}
-	case op < 70:
-		require.NoError(t, m.a.Sync(), "op %d sync", i)
-	case op < 76:
-		off, n := m.randRange(maxLen)
-		require.NoError(t, m.a.Discard(off, n), "op %d discard [%d,+%d)", i, off, n)
+	case opSync:
+		require.NoError(t, m.a.Sync(), "op %d: %s", i, op)
+	case opDiscard:
+		require.NoError(t, m.a.Discard(off, n), "op %d: %s", i, op)
 		clear(m.data[off : off+n])
-	case op < 80:
-		off, n := m.randRange(maxLen)
-		require.NoError(t, m.a.WriteZeroes(off, n, m.rng.Intn(2) == 0), "op %d write zeroes [%d,+%d)", i, off, n)
+	case opWriteZeroes:
+		require.NoError(t, m.a.WriteZeroes(off, n, op.noHole), "op %d: %s", i, op)
 		clear(m.data[off : off+n])
-	case op < 82:
-		m.failMember(i, m.rng.Intn(2) == 0)
-	case op < 84:
+	case opFail, opFailFaults:
+		m.failMember(i, op.kind == opFailFaults, op.pick)
+	case opAddSpare:
 		m.addSpare(i)
-	case op < 85:
-		m.replace(i)
-	case op < 86:
+	case opReplace:
+		m.replace(i, op.pick)
+	case opRemove:
 		m.remove(i)
-	case op < 88:
-		m.reassemble(i)
-	case op < 91:
-		m.concurrent(i)
-	case op < 92:
+	case opReassemble:
+		m.reassemble(i, op.seed)
+	case opConcurrent:
+		m.concurrent(i, op.seed)
+	case opWaitRecovery:
 		m.waitRecovery(i)
-	default:
+	case opVerify:
 		m.verifyAll(fmt.Sprintf("op %d", i))
 	}
 }
@@ -229,9 +387,9 @@ func (m *model) step(i int) {
 // failMember makes an active member fail, if the level survives it: either
 // its device starts returning errors (noticed at its next I/O) or the
 // operator fails it.
-func (m *model) failMember(i int, viaFaults bool) {
+func (m *model) failMember(i int, viaFaults bool, pick uint32) {
 	st := m.a.Status()
-	k, d := m.pickActive(st)
+	k, d := m.pickActive(st, pick)
 	if k < 0 || !m.geo.Survives(m.missingRoles(st)|1<<uint(d.Role)) {
 		return
 	}
@@ -259,12 +417,12 @@ func (m *model) addSpare(i int) {
 }
 
 // replace copies an active member onto a fresh device, while I/O goes on.
-func (m *model) replace(i int) {
+func (m *model) replace(i int, pick uint32) {
 	st := m.a.Status()
 	if m.level == stripe.RAID0 || m.next >= len(m.r.devs) || st.Recovery != nil {
 		return
 	}
-	k, d := m.pickActive(st)
+	k, d := m.pickActive(st, pick)
 	if k < 0 {
 		return
 	}
@@ -292,7 +450,8 @@ func (m *model) remove(i int) {
 	}
 }
 
-// waitRecovery waits until no rebuild, replace or resync runs.
+// waitRecovery waits until no rebuild, replace or resync runs, moving the
+// fake clock whenever the background work sleeps on it.
 func (m *model) waitRecovery(i int) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -303,20 +462,24 @@ func (m *model) waitRecovery(i int) {
 		if time.Now().After(deadline) {
 			m.t.Fatalf("op %d: recovery did not finish: %+v", i, st.Recovery)
 		}
-		time.Sleep(2 * time.Millisecond)
+		if m.clk.WaitSleepers(1, time.Millisecond) {
+			m.clk.AdvanceToNext()
+		}
 	}
 }
 
-// reassemble closes the array and assembles it again. A member whose faults
-// are on is either left out (a dead disk) or comes back healthy (a disk
-// that was unplugged); the array must not trust it if it noticed the failure.
-func (m *model) reassemble(i int) {
-	require.NoError(m.t, m.a.Close(), "op %d close", i)
+// reassemble checks the array, closes it and assembles it again. A member
+// whose faults are on is either left out (a dead disk) or comes back
+// healthy (a disk that was unplugged); the array must not trust it if it
+// noticed the failure.
+func (m *model) reassemble(i int, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	closeChecked(m.t, m.a)
 	var devs []raid.Device
-	for k := range m.inArray {
+	for _, k := range slices.Sorted(maps.Keys(m.inArray)) {
 		if m.failing[k] {
 			delete(m.failing, k)
-			if m.rng.Intn(2) == 0 {
+			if rng.Intn(2) == 0 {
 				delete(m.inArray, k)
 				continue
 			}
@@ -324,8 +487,8 @@ func (m *model) reassemble(i int) {
 		}
 		devs = append(devs, m.r.devs[k])
 	}
-	m.rng.Shuffle(len(devs), func(a, b int) { devs[a], devs[b] = devs[b], devs[a] })
-	a, err := raid.Assemble(devs, modelOptions(m.chunk))
+	rng.Shuffle(len(devs), func(a, b int) { devs[a], devs[b] = devs[b], devs[a] })
+	a, err := raid.Assemble(devs, modelOptions(m.chunk, m.clk))
 	require.NoError(m.t, err, "op %d assemble", i)
 	m.a = a
 	st := a.Status()
@@ -335,15 +498,16 @@ func (m *model) reassemble(i int) {
 }
 
 // concurrent runs writers on disjoint ranges, each verifying its own range.
-func (m *model) concurrent(i int) {
+func (m *model) concurrent(i int, seed int64) {
 	const workers = 4
 	size := int64(len(m.data))
 	part := size / workers
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	seeds := make([]int64, workers)
+	rng := rand.New(rand.NewSource(seed))
 	for w := range seeds {
-		seeds[w] = m.rng.Int63()
+		seeds[w] = rng.Int63()
 	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)

@@ -338,7 +338,7 @@ func (m *model) step(i int, op modelOp) {
 	switch op.kind {
 	case opWrite, opWriteFUA:
 		p := make([]byte, n)
-		rand.New(rand.NewSource(op.seed)).Read(p)
+		randomBytes(p, op.seed)
 		if op.half { // some zero blocks, for zero elision
 			clear(p[:n/2])
 		}
@@ -519,7 +519,7 @@ func (m *model) concurrent(i int, seed int64) {
 				n := 1 + rng.Int63n(min(part, 2*m.geo.StripeWidth()))
 				off := base + rng.Int63n(part-n+1)
 				p := make([]byte, n)
-				rng.Read(p)
+				randomBytes(p, rng.Int63())
 				if _, err := m.a.WriteAt(p, off); err != nil {
 					errs[w] = err
 					return

@@ -64,7 +64,7 @@ func stepJob(t *testing.T, clk *clock.Fake, rows int, rowTime time.Duration) {
 func fill(t *testing.T, a *raid.Array, seed int64) []byte {
 	t.Helper()
 	want := make([]byte, a.Size())
-	rand.New(rand.NewSource(seed)).Read(want)
+	randomBytes(want, seed)
 	_, err := a.WriteAt(want, 0)
 	require.NoError(t, err)
 	return want

@@ -100,7 +100,7 @@ func TestControlErrorsThroughDaemon(t *testing.T) {
 		"missing field":  {post("m", "fail", memberRequest{}), errBadRequest},
 		"relative path":  {post("m", "add", memberRequest{Path: "rel.img"}), errBadRequest},
 		"no such device": {post("m", "add", memberRequest{Path: e.paths("none.img")[0]}), os.ErrNotExist},
-		"locked member":  {post("m", "add", memberRequest{Path: e.paths("b.img")[0]}), errBadRequest},
+		"locked member":  {post("m", "add", memberRequest{Path: e.paths("b.img")[0]}), errMemberHeld},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -87,13 +87,13 @@ type Array struct {
 	zero      []byte
 
 	stats struct {
-		clientWritten   atomic.Int64
-		clientZeroed    atomic.Int64
-		memberWritten   atomic.Int64
-		memberDiscarded atomic.Int64
-		clientRead      atomic.Int64
-		coalesced       atomic.Int64
+		clientWritten atomic.Int64
+		clientZeroed  atomic.Int64
+		clientRead    atomic.Int64
+		coalesced     atomic.Int64
 	}
+	member  byteCounters // member bytes by cause
+	charged atomic.Int64 // bytes charged to the rebuild/resync rate limiter
 }
 
 // newArray builds a running array from a committed-or-to-be-committed

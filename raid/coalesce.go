@@ -152,7 +152,7 @@ func (a *Array) queuedReach(q *gatherQueue, g *gather) int64 {
 func (a *Array) lead(q *gatherQueue, stripe int64) {
 	op := a.getOp()
 	defer a.putOp(op)
-	op.locked = true
+	op.locked, op.cause = true, causeWrite
 	batch := op.gathered[:0]
 	q.mu.Lock()
 	kept := q.q[:0]

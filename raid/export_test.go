@@ -31,3 +31,7 @@ func (a *Array) Abandon() {
 	a.workers.Wait()
 	a.stopEvents()
 }
+
+// Charged returns the bytes charged to the rate limiter of background jobs
+// since the array started (tests only).
+func (a *Array) Charged() int64 { return a.charged.Load() }

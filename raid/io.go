@@ -171,6 +171,10 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	if op.v.failed {
 		return ErrFailed
 	}
+	op.cause = causeZero
+	if kind == wkData {
+		op.cause = causeWrite
+	}
 	var err error
 	switch kind {
 	case wkData:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/raidd/raidd/stripe"
 )
@@ -116,6 +117,13 @@ type Op struct {
 	// noElide disables turning all-zero member writes into discards
 	// (write-zeroes with NO_HOLE).
 	noElide bool
+
+	// cause says on whose behalf the op's member I/O is done, for the
+	// byte counters (Stats). moved counts, for background ops, the bytes
+	// read or written per device (roles, then their replacements), which
+	// the rate limiter charges.
+	cause cause
+	moved [2 * stripe.MaxMembers]int64
 
 	failed  uint64 // members that failed during this op
 	errs    [stripe.MaxMembers]error
@@ -307,8 +315,10 @@ func (op *Op) Run() int {
 		if r.merged {
 			r.err = op.batch[r.head].err
 		}
-		if r.err != nil && r.kind == ioDiscard && errors.Is(r.err, errors.ErrUnsupported) {
+		kind := r.kind
+		if r.err != nil && kind == ioDiscard && errors.Is(r.err, errors.ErrUnsupported) {
 			r.err = op.writeZeroes(r.dev, r.off, r.n)
+			kind = ioWrite
 		}
 		switch {
 		case r.err != nil && r.repl:
@@ -331,10 +341,8 @@ func (op *Op) Run() int {
 		case r.repair && !r.repl:
 			op.repaired |= 1 << uint(r.m)
 		}
-		if r.err == nil && r.kind == ioWrite {
-			op.a.stats.memberWritten.Add(r.n)
-		} else if r.err == nil && r.kind == ioDiscard {
-			op.a.stats.memberDiscarded.Add(r.n)
+		if r.err == nil {
+			op.account(r, kind)
 		}
 		r.p, r.dev, r.wg, r.err, r.repl, r.repair = nil, nil, nil, nil, false, false
 		r.vec, r.merged = nil, false
@@ -394,6 +402,60 @@ func (op *Op) vectorize() {
 	}
 }
 
+// cause is on whose behalf member I/O is done.
+type cause uint8
+
+const (
+	causeOther   cause = iota // reads, syncs, checks: no member writes but repairs
+	causeWrite                // client writes
+	causeZero                 // client discards and write-zeroes
+	causeRebuild              // rebuild and replace
+	causeResync               // resync after an unclean shutdown
+	numCauses
+)
+
+// byteCounters are the member bytes written and punched, by cause, and the
+// bytes read-error repairs rewrote.
+type byteCounters struct {
+	written  [numCauses]atomic.Int64
+	punched  [numCauses]atomic.Int64
+	repaired atomic.Int64
+}
+
+// account counts a member request that succeeded; kind is what it turned
+// into (a discard the member could not do is written as zeroes).
+func (op *Op) account(r *ioReq, kind ioKind) {
+	c := &op.a.member
+	switch kind {
+	case ioWrite:
+		if r.repair {
+			c.repaired.Add(r.n)
+		} else {
+			c.written[op.cause].Add(r.n)
+		}
+	case ioDiscard:
+		c.punched[op.cause].Add(r.n)
+	}
+	if op.cause == causeRebuild || op.cause == causeResync {
+		if kind == ioRead || kind == ioWrite {
+			i := r.m
+			if r.repl {
+				i += stripe.MaxMembers
+			}
+			op.moved[i] += r.n
+		}
+	}
+}
+
+// busiest returns the most bytes the op read or wrote on one device.
+func (op *Op) busiest() int64 {
+	most := int64(0)
+	for _, n := range op.moved {
+		most = max(most, n)
+	}
+	return most
+}
+
 // writeZeroes is the fallback for members that cannot discard.
 func (op *Op) writeZeroes(dev Member, off, n int64) error {
 	for n > 0 {
@@ -401,7 +463,6 @@ func (op *Op) writeZeroes(dev Member, off, n int64) error {
 		if _, err := dev.WriteAt(op.a.zero[:k], off); err != nil {
 			return err
 		}
-		op.a.stats.memberWritten.Add(k)
 		off += k
 		n -= k
 	}
@@ -463,6 +524,10 @@ func (op *Op) reset() {
 		op.errs[m] = nil
 	}
 	op.failed, op.touched, op.Zero, op.noElide, op.locked = 0, 0, false, false, false
+	if op.cause == causeRebuild || op.cause == causeResync {
+		clear(op.moved[:])
+	}
+	op.cause = causeOther
 	op.readErr, op.repaired, op.replFailed = 0, 0, 0
 	op.v = nil
 	for i := range op.Shards {

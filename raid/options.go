@@ -49,8 +49,10 @@ type Options struct {
 	// RebuildMinRate and RebuildMaxRate bound rebuild, replace and resync
 	// speed in bytes per second per member, like md's speed_limit_min and
 	// speed_limit_max: while clients are doing I/O the job runs at the
-	// minimum, otherwise as fast as the maximum allows. 0 means 16 MiB/s for
-	// the minimum and no limit for the maximum.
+	// minimum, otherwise as fast as the maximum allows. The bytes counted
+	// are those actually read or written on the busiest member of each
+	// step, so rows rebuilt as holes cost nothing. 0 means 16 MiB/s for the
+	// minimum and no limit for the maximum.
 	RebuildMinRate, RebuildMaxRate int64
 	// ProgressInterval is how often rebuild progress is checkpointed in the
 	// superblocks and reported as an event. 0 means 5s.

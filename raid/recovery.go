@@ -135,7 +135,8 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 					return
 				}
 				a.throttle(ctx, j)
-				err := a.jobStep(j, row)
+				moved, err := a.jobStep(j, row)
+				a.charge(j, moved)
 				if errors.Is(err, errJobChanged) {
 					a.cfgMu.Lock()
 					current := a.job == j
@@ -181,9 +182,13 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 	}
 }
 
-// jobStep does one row of a job under the row's stripe locks.
-func (a *Array) jobStep(j *recovery, row int64) error {
-	return a.rowStep(row, func(op *Op) error {
+// jobStep does one row of a job under the row's stripe locks. It returns
+// the bytes the step read or wrote on its busiest member, for the rate
+// limiter: a row rebuilt as a hole costs nothing.
+func (a *Array) jobStep(j *recovery, row int64) (moved int64, err error) {
+	err = a.rowStep(row, func(op *Op) error {
+		op.cause = causeRebuild
+		defer func() { moved = op.busiest() }()
 		a.cfgMu.Lock()
 		current, kind := a.job == j, j.kind
 		a.cfgMu.Unlock()
@@ -224,14 +229,29 @@ func (a *Array) jobStep(j *recovery, row int64) error {
 		}
 		return nil
 	})
+	return moved, err
 }
 
-// throttle keeps the job between the minimum and maximum rates: at the
+// throttle keeps a job between the minimum and maximum rates: at the
 // minimum while clients have done I/O in the last quarter second,
-// otherwise up to the maximum. It is a virtual clock: each row advances it
-// by chunk/limit, and a worker sleeps until the clock says its row may go.
+// otherwise up to the maximum. It is a virtual clock: charge advances it by
+// the bytes a step actually moved divided by the limit, and throttle makes
+// the next step wait until the clock says it may go. The rates are per
+// member, so a step is charged the bytes it read or wrote on its busiest
+// member (a row's chunk for a rebuild step; nothing for a row rebuilt as a
+// hole).
 func (a *Array) throttle(ctx context.Context, j *recovery) {
 	j.tmu.Lock()
+	at := j.next
+	j.tmu.Unlock()
+	_ = a.clock.Sleep(ctx, at.Sub(a.clock.Now()))
+}
+
+// charge advances the job's rate-limiter clock by n bytes at the limit
+// that applies now.
+func (a *Array) charge(j *recovery, n int64) {
+	j.tmu.Lock()
+	defer j.tmu.Unlock()
 	now := a.clock.Now()
 	if ops := a.clientOps.Load(); ops != j.lastOps {
 		j.lastOps, j.lastBusy = ops, now
@@ -242,16 +262,13 @@ func (a *Array) throttle(ctx context.Context, j *recovery) {
 	}
 	if limit <= 0 {
 		j.next = now
-		j.tmu.Unlock()
 		return
 	}
 	if j.next.Before(now) {
 		j.next = now
 	}
-	at := j.next
-	j.next = j.next.Add(time.Duration(float64(a.geo.Chunk()) / float64(limit) * float64(time.Second)))
-	j.tmu.Unlock()
-	_ = a.clock.Sleep(ctx, at.Sub(now))
+	a.charged.Add(n)
+	j.next = j.next.Add(time.Duration(float64(n) / float64(limit) * float64(time.Second)))
 }
 
 // dataProber is implemented by members that can tell holes from data.

@@ -22,7 +22,9 @@ func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 				return
 			}
 			a.throttle(ctx, j)
-			if err := a.resyncRowStep(row); err != nil {
+			moved, err := a.resyncRowStep(row)
+			a.charge(j, moved)
+			if err != nil {
 				a.log.Error("resync stopped", "row", row, "err", err)
 				return
 			}
@@ -53,11 +55,15 @@ func (a *Array) resyncPlan() [][2]int64 {
 	return out
 }
 
-func (a *Array) resyncRowStep(row int64) error {
-	return a.rowStep(row, func(op *Op) error {
-		op.noElide = true
+// resyncRowStep resyncs one row. It returns the bytes it read or wrote on
+// its busiest member, for the rate limiter.
+func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
+	err = a.rowStep(row, func(op *Op) error {
+		op.cause, op.noElide = causeResync, true
+		defer func() { moved = op.busiest() }()
 		return a.layout.Resync(op, row)
 	})
+	return moved, err
 }
 
 // rowStep runs fn on one member row as background work that writes: the

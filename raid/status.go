@@ -61,16 +61,42 @@ type MemberStatus struct {
 	Note        string `json:"note,omitempty"`
 }
 
-// Stats counts bytes for the write-amplification metric.
+// Stats counts the bytes clients asked for and the member bytes that
+// served them, with background work (rebuild, replace, resync, read-error
+// repair) in counters of its own. Superblock and bitmap updates are not
+// counted. Member bytes are counted once the member I/O succeeded.
 type Stats struct {
-	ClientBytesRead      int64 `json:"client_bytes_read"`
-	ClientBytesWritten   int64 `json:"client_bytes_written"`
-	ClientBytesZeroed    int64 `json:"client_bytes_zeroed"` // discard and write-zeroes
-	MemberBytesWritten   int64 `json:"member_bytes_written"`
-	MemberBytesDiscarded int64 `json:"member_bytes_discarded"`
+	ClientBytesRead    int64 `json:"client_bytes_read"`
+	ClientBytesWritten int64 `json:"client_bytes_written"` // WRITE requests
+	ClientBytesZeroed  int64 `json:"client_bytes_zeroed"`  // TRIM and WRITE_ZEROES requests
+
+	// Member traffic of client WRITE requests: data, parity and mirror
+	// copies written, and the all-zero 4 KiB blocks of those member writes
+	// that were punched as holes instead (zero-block elision).
+	MemberBytesWritten int64 `json:"member_bytes_written"`
+	MemberBytesElided  int64 `json:"member_bytes_elided"`
+	// Member traffic of TRIM and WRITE_ZEROES requests: bytes punched as
+	// holes, and zeroes and parity written (partial RAID5 rows, NO_HOLE,
+	// members that cannot punch).
+	MemberBytesDiscarded   int64 `json:"member_bytes_discarded"`
+	MemberBytesZeroWritten int64 `json:"member_bytes_zero_written"`
+
+	// Background member writes. Rebuild counts rebuilds and replaces:
+	// rows written to the new member, and never-written rows punched on it.
+	RebuildBytesWritten   int64 `json:"rebuild_bytes_written"`
+	RebuildBytesDiscarded int64 `json:"rebuild_bytes_discarded"`
+	// ResyncBytesWritten counts parity or copies rewritten by a resync.
+	ResyncBytesWritten int64 `json:"resync_bytes_written"`
+	// RepairBytesWritten counts bytes rewritten after read errors.
+	RepairBytesWritten int64 `json:"repair_bytes_written"`
+
 	// CoalescedWrites counts client writes merged into another's stripe write.
 	CoalescedWrites int64 `json:"coalesced_writes"`
-	// WriteAmplification is member bytes written / client bytes written.
+	// WriteAmplification is (MemberBytesWritten + MemberBytesElided) /
+	// ClientBytesWritten: the member bytes each byte of a client WRITE
+	// costs in data, parity and copies. Elided blocks count as if written,
+	// so zero data neither lowers nor raises it; background work, TRIM and
+	// WRITE_ZEROES are not in it. 0 until a client has written.
 	WriteAmplification float64 `json:"write_amplification"`
 }
 
@@ -161,16 +187,29 @@ func (a *Array) Status() Status {
 		}
 		return ri < rj
 	})
-	st.Stats = Stats{
-		ClientBytesRead:      a.stats.clientRead.Load(),
-		ClientBytesWritten:   a.stats.clientWritten.Load(),
-		ClientBytesZeroed:    a.stats.clientZeroed.Load(),
-		MemberBytesWritten:   a.stats.memberWritten.Load(),
-		MemberBytesDiscarded: a.stats.memberDiscarded.Load(),
-		CoalescedWrites:      a.stats.coalesced.Load(),
-	}
-	if st.Stats.ClientBytesWritten > 0 {
-		st.Stats.WriteAmplification = float64(st.Stats.MemberBytesWritten) / float64(st.Stats.ClientBytesWritten)
-	}
+	st.Stats = a.byteStats()
 	return st
+}
+
+// stats reads the byte counters.
+func (a *Array) byteStats() Stats {
+	c := &a.member
+	s := Stats{
+		ClientBytesRead:        a.stats.clientRead.Load(),
+		ClientBytesWritten:     a.stats.clientWritten.Load(),
+		ClientBytesZeroed:      a.stats.clientZeroed.Load(),
+		MemberBytesWritten:     c.written[causeWrite].Load(),
+		MemberBytesElided:      c.punched[causeWrite].Load(),
+		MemberBytesDiscarded:   c.punched[causeZero].Load(),
+		MemberBytesZeroWritten: c.written[causeZero].Load(),
+		RebuildBytesWritten:    c.written[causeRebuild].Load(),
+		RebuildBytesDiscarded:  c.punched[causeRebuild].Load(),
+		ResyncBytesWritten:     c.written[causeResync].Load(),
+		RepairBytesWritten:     c.repaired.Load(),
+		CoalescedWrites:        a.stats.coalesced.Load(),
+	}
+	if s.ClientBytesWritten > 0 {
+		s.WriteAmplification = float64(s.MemberBytesWritten+s.MemberBytesElided) / float64(s.ClientBytesWritten)
+	}
+	return s
 }

@@ -68,8 +68,15 @@ func writeMetrics(w io.Writer, st statusReply) {
 	perArray("raidd_array_client_read_bytes_total", "counter", "Bytes read by clients.", func(a *arrayStatus) float64 { return float64(a.Stats.ClientBytesRead) })
 	perArray("raidd_array_client_written_bytes_total", "counter", "Bytes written by clients.", func(a *arrayStatus) float64 { return float64(a.Stats.ClientBytesWritten) })
 	perArray("raidd_array_client_zeroed_bytes_total", "counter", "Bytes discarded or zeroed by clients.", func(a *arrayStatus) float64 { return float64(a.Stats.ClientBytesZeroed) })
-	perArray("raidd_array_member_written_bytes_total", "counter", "Bytes written to members, parity and mirrors included.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesWritten) })
-	perArray("raidd_array_member_discarded_bytes_total", "counter", "Bytes discarded on members.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesDiscarded) })
+	perArray("raidd_array_member_written_bytes_total", "counter", "Bytes written to members for client writes, parity and mirrors included.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesWritten) })
+	perArray("raidd_array_member_elided_bytes_total", "counter", "All-zero blocks of member writes for client writes punched instead of written.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesElided) })
+	perArray("raidd_array_member_discarded_bytes_total", "counter", "Bytes punched on members for client discards and write-zeroes.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesDiscarded) })
+	perArray("raidd_array_member_zero_written_bytes_total", "counter", "Zeroes and parity written to members for client discards and write-zeroes.", func(a *arrayStatus) float64 { return float64(a.Stats.MemberBytesZeroWritten) })
+	perArray("raidd_array_write_amplification", "gauge", "(member bytes written + zero blocks elided) / client bytes written, for client writes only.", func(a *arrayStatus) float64 { return a.Stats.WriteAmplification })
+	perArray("raidd_array_rebuild_written_bytes_total", "counter", "Bytes written to new members by rebuilds and replaces.", func(a *arrayStatus) float64 { return float64(a.Stats.RebuildBytesWritten) })
+	perArray("raidd_array_rebuild_discarded_bytes_total", "counter", "Never-written rows punched on new members by rebuilds and replaces.", func(a *arrayStatus) float64 { return float64(a.Stats.RebuildBytesDiscarded) })
+	perArray("raidd_array_resync_written_bytes_total", "counter", "Parity and copies rewritten by resyncs.", func(a *arrayStatus) float64 { return float64(a.Stats.ResyncBytesWritten) })
+	perArray("raidd_array_repair_written_bytes_total", "counter", "Bytes rewritten on members after read errors.", func(a *arrayStatus) float64 { return float64(a.Stats.RepairBytesWritten) })
 
 	family("raidd_member_state", "gauge", "1 for the state each member or role is in.")
 	for _, a := range st.Arrays {

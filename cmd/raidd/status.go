@@ -294,9 +294,14 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 			fmt.Fprintln(w, "  bitmap: none (a crash means a full resync)")
 		}
 		s := a.Stats
-		fmt.Fprintf(w, "  I/O: read %s, written %s, zeroed %s; members written %s (write amplification %.2f)\n",
+		fmt.Fprintf(w, "  I/O: read %s, written %s, zeroed %s; members written %s, zero blocks punched %s (write amplification %.2f)\n",
 			formatSize(s.ClientBytesRead), formatSize(s.ClientBytesWritten), formatSize(s.ClientBytesZeroed),
-			formatSize(s.MemberBytesWritten), s.WriteAmplification)
+			formatSize(s.MemberBytesWritten), formatSize(s.MemberBytesElided), s.WriteAmplification)
+		if s.RebuildBytesWritten+s.RebuildBytesDiscarded+s.ResyncBytesWritten+s.RepairBytesWritten > 0 {
+			fmt.Fprintf(w, "  background: rebuilt %s (%s as holes), resynced %s, repaired %s\n",
+				formatSize(s.RebuildBytesWritten), formatSize(s.RebuildBytesDiscarded),
+				formatSize(s.ResyncBytesWritten), formatSize(s.RepairBytesWritten))
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ROLE\tSTATE\tEVENTS\tPATH\tNOTE")
 		for _, m := range a.Devices {

@@ -235,15 +235,52 @@ func (op *Op) Read(m int, p []byte, off int64) {
 	op.queue(ioRead, m, p, op.v.dataOff+off, int64(len(p)))
 }
 
-// Write queues a write of p at data-region offset off of member m. An
-// aligned all-zero write becomes a discard when the array elides zeroes.
+// Write queues a write of p at data-region offset off of member m. When
+// the array elides zeroes, every aligned 4 KiB block of p that is all
+// zeroes is discarded (punched) instead of written; the rest of p, including
+// unaligned head and tail bytes, is written. Either way the member then
+// reads back exactly p, so mirrors and parity stay consistent.
 func (op *Op) Write(m int, p []byte, off int64) {
 	op.touched |= 1 << uint(m)
-	if !op.noElide && op.a.zeroElide && len(p) >= elideMin && off%elideMin == 0 && len(p)%elideMin == 0 && isZero(p) {
-		op.queue(ioDiscard, m, nil, op.v.dataOff+off, int64(len(p)))
+	if op.noElide || !op.a.zeroElide || len(p) < elideMin {
+		op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
 		return
 	}
-	op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
+	abs := op.v.dataOff + off
+	// [head, tail) is the part of p made of whole aligned blocks.
+	head := int((elideMin - abs%elideMin) % elideMin)
+	tail := head + (len(p)-head)/elideMin*elideMin
+	if tail-head < elideMin {
+		op.queue(ioWrite, m, p, abs, int64(len(p)))
+		return
+	}
+	// Runs of data blocks (with the unaligned edges) are written, runs of
+	// zero blocks discarded. start is where the pending run begins and
+	// zero says which kind it is.
+	start, zero := 0, false
+	flush := func(end int) {
+		if end == start {
+			return
+		}
+		if zero {
+			op.queue(ioDiscard, m, nil, abs+int64(start), int64(end-start))
+		} else {
+			op.queue(ioWrite, m, p[start:end], abs+int64(start), int64(end-start))
+		}
+		start = end
+	}
+	for b := head; b < tail; b += elideMin {
+		z := isZero(p[b : b+elideMin])
+		if z != zero {
+			flush(b)
+			zero = z
+		}
+	}
+	if zero && tail < len(p) {
+		flush(tail)
+		zero = false
+	}
+	flush(len(p))
 }
 
 // Discard queues a discard of [off, off+n) of member m's data region. If the
@@ -253,7 +290,8 @@ func (op *Op) Discard(m int, off, n int64) {
 	op.queue(ioDiscard, m, nil, op.v.dataOff+off, n)
 }
 
-// elideMin is the granularity at which all-zero writes become discards.
+// elideMin is the granularity at which all-zero blocks of writes become
+// discards.
 const elideMin = 4096
 
 func isZero(p []byte) bool {

@@ -32,8 +32,9 @@ type Options struct {
 	// CleanDelay is the quiet interval after the last write before the
 	// array is marked clean on disk. 0 means 2s; negative means only on Close.
 	CleanDelay time.Duration
-	// KeepZeroes disables zero-block elision: by default an aligned member
-	// write of all zeroes becomes a discard (a hole) instead of data.
+	// KeepZeroes disables zero-block elision: by default every aligned
+	// all-zero 4 KiB block of a member write becomes a discard (a hole)
+	// instead of data.
 	KeepZeroes bool
 	// IOWorkers is the number of goroutines issuing member I/O. 0 means
 	// 16 per member, at most 256.

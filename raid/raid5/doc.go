@@ -34,6 +34,6 @@
 //
 // Whole rows are discarded on every member, parity included: XOR of zeroes
 // is zero, so the row stays consistent. Partial rows are written as zeroes
-// through the normal plans; the array turns aligned all-zero member writes,
-// parity included, into holes.
+// through the normal plans; the array punches the aligned all-zero 4 KiB
+// blocks of every member write, parity included, and writes the rest.
 package raid5

@@ -18,6 +18,11 @@ func (a *Array) beginWrite() error {
 	}
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
+	if a.view.Load().failed {
+		// A failed array takes no writes: leave its state as it is.
+		a.inflight.Add(-1)
+		return ErrFailed
+	}
 	if !a.dirty.Load() {
 		a.meta.State = superblock.StateDirty
 		if err := a.commitLocked(); err != nil {
@@ -44,8 +49,8 @@ func (a *Array) endWrite() {
 func (a *Array) tryClean() error {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	if !a.dirty.Load() || a.resyncing.Load() {
-		return nil
+	if !a.dirty.Load() || a.resyncing.Load() || a.view.Load().failed {
+		return nil // a failed array stays dirty: nobody knows what its stripes hold
 	}
 	a.dirty.Store(false)
 	if a.inflight.Load() != 0 {
@@ -65,23 +70,45 @@ func (a *Array) tryClean() error {
 	return nil
 }
 
+// cleaner clears write-intent bitmap regions and marks the array clean
+// after cleanDelay of quiet. A failed array is left alone: it takes no
+// writes, and its bitmap and dirty state are what the next assembly needs.
+// A failure to clean is logged once, not at every tick, until cleaning
+// works again.
 func (a *Array) cleaner(ctx context.Context) {
+	var bitmapErr, cleanErr bool // the last attempt failed (and was logged)
 	for {
 		if a.clock.Sleep(ctx, a.cleanDelay/2) != nil {
 			return
 		}
+		if a.view.Load().failed {
+			continue
+		}
 		if a.clock.Now().Sub(time.Unix(0, a.lastWrite.Load())) < a.cleanDelay {
 			continue
 		}
-		if n, err := a.cleanBitmap(); err != nil {
-			a.log.Warn("cannot clean write-intent bitmap", "err", err)
-		} else if n > 0 {
+		n, err := a.cleanBitmap()
+		switch {
+		case err != nil && !bitmapErr:
+			a.log.Warn("cannot clean write-intent bitmap; retrying quietly", "err", err)
+		case err != nil:
+			a.log.Debug("cannot clean write-intent bitmap", "err", err)
+		case bitmapErr:
+			a.log.Info("write-intent bitmap cleaning works again")
+		}
+		bitmapErr = err != nil
+		if n > 0 {
 			a.log.Debug("write-intent bitmap regions cleaned", "regions", n)
 		}
 		if a.dirty.Load() {
-			if err := a.tryClean(); err != nil {
-				a.log.Warn("cannot mark array clean", "err", err)
+			err := a.tryClean()
+			switch {
+			case err != nil && !cleanErr:
+				a.log.Warn("cannot mark array clean; retrying quietly", "err", err)
+			case err != nil:
+				a.log.Debug("cannot mark array clean", "err", err)
 			}
+			cleanErr = err != nil
 		}
 	}
 }

@@ -351,11 +351,21 @@ func (a *Array) finishJob(j *recovery) {
 	kindEv := EventRebuildFinished
 	switch j.kind {
 	case jobRebuild:
-		for i := range a.meta.Members {
-			if a.meta.Members[i].UUID == j.target.uuid {
-				a.meta.Members[i].State = superblock.MemberActive
+		// The target takes the role. Earlier holders of the role whose
+		// devices are gone leave the table, as md drops them: there is
+		// nothing left to remove. Failed holders still present (or
+		// present but stale) stay until 'raidd remove' detaches them.
+		kept := a.meta.Members[:0]
+		for _, mi := range a.meta.Members {
+			switch {
+			case mi.UUID == j.target.uuid:
+				mi.State = superblock.MemberActive
+			case int(mi.Role) == j.role && (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved) && a.slots[mi.UUID] == nil && !a.isDeadLocked(mi.UUID):
+				continue
 			}
+			kept = append(kept, mi)
 		}
+		a.meta.Members = kept
 		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
 	case jobReplace:
 		kindEv = EventReplaceFinished
@@ -386,6 +396,17 @@ func (a *Array) finishJob(j *recovery) {
 	a.publishLocked()
 	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
 	a.claimSparesLocked()
+}
+
+// isDeadLocked reports whether uuid is a present device left out of the array
+// (stale or rejected). Callers hold cfgMu.
+func (a *Array) isDeadLocked(uuid [16]byte) bool {
+	for _, s := range a.dead {
+		if s.uuid == uuid {
+			return true
+		}
+	}
+	return false
 }
 
 // replaceFailed abandons a replace whose new member failed.

@@ -244,7 +244,7 @@ func requireFioVerified(t *testing.T, r fioResult) {
 func TestRebuildWhileServing(t *testing.T) {
 	t.Parallel()
 	requireBinary(t)
-	requireTool(t, "nbdcopy")
+	requireTool(t, "nbdcopy", "qemu-io")
 	requireFioNBD(t)
 	const (
 		knownLen = 48 << 20 // the known data set, at offset 0
@@ -255,6 +255,12 @@ func TestRebuildWhileServing(t *testing.T) {
 	srv := serve(t, append([]string{"--rebuild-min-rate", "16MiB"}, arr.members...)...)
 	uri := srv.uri(arr.name)
 	mustRun(t, "nbdcopy", "--flush", src, uri)
+	// Data beyond fio's region too: the rate limit charges only rows that
+	// hold data, and the rebuild must still be running, at the limit, well
+	// after it has passed fio's region.
+	size := srv.status(t, arr.name).Size
+	tail := size - (knownLen + fioLen)
+	qemuIO(t, uri, fmt.Sprintf("write -P 0x5a %d %d", knownLen+fioLen, tail))
 
 	failed := arr.members[1]
 	mustRaidd(t, "fail", "--control", srv.ctrl, arr.name, failed)
@@ -279,7 +285,7 @@ func TestRebuildWhileServing(t *testing.T) {
 			require.FailNow(t, "fio ended before the spare was added", "fio: %v\n%s", r.err, r.out)
 		default:
 		}
-		return srv.fullStatus(t, arr.name).Stats.ClientBytesWritten > knownLen
+		return srv.fullStatus(t, arr.name).Stats.ClientBytesWritten > knownLen+tail
 	})
 
 	spare := blankMember(t, arr.members[1], "spare.img")
@@ -465,8 +471,9 @@ func TestStatusHumanShowsRecovery(t *testing.T) {
 	requireBinary(t)
 	requireTool(t, "nbdcopy")
 	arr := createArray(t, "1", 2, testChunk)
-	src, want := writeRandomFile(t, t.TempDir(), 8<<20, 920)
-	// 2 MiB/s: rebuilding 63 MiB would take ~30 s.
+	src, want := writeRandomFile(t, t.TempDir(), 24<<20, 920)
+	// 2 MiB/s: rebuilding the 24 MiB of data takes ~12 s (rows that were
+	// never written cost nothing).
 	slow := []string{"--rebuild-min-rate", "2MiB", "--rebuild-max-rate", "2MiB"}
 	srv := serve(t, append(slow, arr.members...)...)
 	mustRun(t, "nbdcopy", "--flush", src, srv.uri(arr.name))

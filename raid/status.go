@@ -71,8 +71,9 @@ type Stats struct {
 	ClientBytesZeroed  int64 `json:"client_bytes_zeroed"`  // TRIM and WRITE_ZEROES requests
 
 	// Member traffic of client WRITE requests: data, parity and mirror
-	// copies written, and the all-zero 4 KiB blocks of those member writes
-	// that were punched as holes instead (zero-block elision).
+	// copies written (to a replacement being built too), and the all-zero
+	// 4 KiB blocks of those member writes that were punched as holes
+	// instead (zero-block elision).
 	MemberBytesWritten int64 `json:"member_bytes_written"`
 	MemberBytesElided  int64 `json:"member_bytes_elided"`
 	// Member traffic of TRIM and WRITE_ZEROES requests: bytes punched as

@@ -4,6 +4,8 @@
 #   - full-stripe RAID5 writes vs. this machine's memory copy (target >= 0.5x)
 #   - rebuild rate vs. writing one member file sequentially (target >= 0.8x)
 #   - rebuild rate under client load vs. its minimum-rate limit (target 0.8-1.2x)
+#   - rate-limited rebuild time of a 100% and a 10% written array vs. what
+#     the limit allows for a full member (target ~1x and ~0.1x)
 #   - resync after a crash at two array sizes (time should follow dirty regions)
 # File-backed benchmarks use /dev/shm when present. BENCHTIME sets -benchtime
 # for the memory benchmarks (default 1s).
@@ -39,6 +41,8 @@ for n in sorted(k for k in rows if k.startswith('BenchmarkRebuild/')):
 r = med('BenchmarkRebuildRateLimit', 'rate/limit')
 if r is not None:
     print(f'{"BenchmarkRebuildRateLimit":55s} {r:9.3f} x the minimum rate under client load (target 0.8-1.2)')
+for n in sorted(k for k in rows if k.startswith('BenchmarkRebuildLimited/')):
+    print(f'{n:55s} {med(n, "x-full-at-limit"):9.3f} x the time the limit allows for a full member')
 for n in sorted(k for k in rows if k.startswith('BenchmarkResyncAfterCrash')):
     ns = med(n, 'ns/op')
     print(f'{n:55s} {ns/1e6:9.1f} ms  {med(n, "rows-resynced"):.0f} of {med(n, "rows-total"):.0f} rows resynced')

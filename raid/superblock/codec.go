@@ -59,6 +59,7 @@ const (
 	offCreateTime   = 184
 	offUpdateTime   = 192
 	offMemberCount  = 200
+	offDegraded     = 208
 	offMembers      = 256
 	entrySize       = 24
 	entRole         = 16
@@ -72,7 +73,8 @@ const (
 // checked separately.
 var reserved = [][2]int{
 	{offState + 1, offRebuildRole},
-	{offMemberCount + 4, offMembers},
+	{offMemberCount + 4, offDegraded},
+	{offDegraded + 8, offMembers},
 	{endMembers, offChecksum},
 }
 
@@ -115,6 +117,7 @@ func (m *Meta) Encode(dst []byte) error {
 	le.PutUint64(dst[offCreateTime:], uint64(m.CreateTime))
 	le.PutUint64(dst[offUpdateTime:], uint64(m.UpdateTime))
 	le.PutUint32(dst[offMemberCount:], uint32(len(m.Members)))
+	le.PutUint64(dst[offDegraded:], m.DegradedEvents)
 	for i, mi := range m.Members {
 		e := dst[offMembers+i*entrySize:]
 		copy(e, mi.UUID[:])
@@ -193,6 +196,7 @@ func Decode(b []byte) (*Meta, error) {
 		BitmapRegion:      le.Uint64(b[offBitmapRegion:]),
 		CreateTime:        int64(le.Uint64(b[offCreateTime:])),
 		UpdateTime:        int64(le.Uint64(b[offUpdateTime:])),
+		DegradedEvents:    le.Uint64(b[offDegraded:]),
 		Members:           make([]MemberInfo, count),
 	}
 	copy(m.ArrayUUID[:], b[offArrayUUID:])

@@ -37,6 +37,7 @@ func goldenMeta() *Meta {
 		BitmapRegion:      8192,
 		CreateTime:        1_700_000_000_123_456_789,
 		UpdateTime:        -1,
+		DegradedEvents:    0x0102030405060700,
 		Members: []MemberInfo{
 			{UUID: uuidN(0x11), Role: 0, State: MemberActive},
 			{UUID: uuidN(0x22), Role: 1, State: MemberFailed},
@@ -115,6 +116,7 @@ func TestLayout(t *testing.T) {
 	le.PutUint64(w[184:], 1_700_000_000_123_456_789)
 	le.PutUint64(w[192:], math.MaxUint64) // -1
 	le.PutUint32(w[200:], 5)
+	le.PutUint64(w[208:], 0x0102030405060700)
 	entries := []struct {
 		uuid  [16]byte
 		role  uint32

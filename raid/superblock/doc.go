@@ -51,7 +51,9 @@
 //	184     8     CreateTime int64, unix nanoseconds
 //	192     8     UpdateTime int64, unix nanoseconds
 //	200     4     member count uint32 (1..64)
-//	204     52    reserved, zero
+//	204     4     reserved, zero
+//	208     8     DegradedEvents uint64, 0 = every role in sync
+//	216     40    reserved, zero
 //	256     1536  member table: 64 entries of 24 bytes
 //	1792    2300  reserved, zero
 //	4092    4     CRC32C (Castagnoli) of bytes [0, 4092)

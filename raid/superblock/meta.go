@@ -106,6 +106,13 @@ type Meta struct {
 	CreateTime int64 // unix nanoseconds
 	UpdateTime int64 // unix nanoseconds
 
+	// DegradedEvents is the event counter of the update that last took a
+	// role out of sync (a member failed or went missing), or 0 while every
+	// role is in sync. From that update on, the write-intent bitmap keeps
+	// every region written, so a member that left at DegradedEvents or
+	// later can be re-added by resyncing only those regions. At most Events.
+	DegradedEvents uint64
+
 	// Members lists every member this member knows of, including itself,
 	// with roles and spares, as it last knew them. At most MaxMembers.
 	Members []MemberInfo
@@ -132,7 +139,7 @@ func (m *Meta) Clone() *Meta {
 // -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
 // DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
 // RebuildCheckpoint <= DataSize, and is 0 when RebuildRole is -1;
-// BitmapRegion is 0 or a power of two >= Align, and the bitmap of
+// DegradedEvents <= Events; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
 // ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
@@ -210,6 +217,9 @@ func (m *Meta) problems() problemList {
 		bad("RebuildRole", "%d is neither -1 (none) nor in [0, RaidDisks=%d)", m.RebuildRole, m.RaidDisks)
 	case m.RebuildCheckpoint > m.DataSize:
 		bad("RebuildCheckpoint", "%d is beyond DataSize %d", m.RebuildCheckpoint, m.DataSize)
+	}
+	if m.DegradedEvents > m.Events {
+		bad("DegradedEvents", "%d is beyond Events %d", m.DegradedEvents, m.Events)
 	}
 	if r := m.BitmapRegion; r != 0 {
 		switch {

@@ -68,6 +68,7 @@ type Array struct {
 	cancel  context.CancelFunc
 
 	job              *recovery // guarded by cfgMu
+	lastJob          *recovery // the job started last, for status; guarded by cfgMu
 	retired          []*slot   // members replaced away, closed at Close; guarded by cfgMu
 	bitmap           *bitmap
 	ev               eventLog

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -167,7 +168,16 @@ type candidate struct {
 //   - a member that records the newest member as failed is rejected (its
 //     history diverged: split brain);
 //   - the array starts degraded when the missing roles are within the
-//     level's tolerance, and refuses to start (ErrCannotStart) otherwise.
+//     level's tolerance, and refuses to start (ErrCannotStart) otherwise;
+//   - with o.ForceAssemble, an array that cannot start otherwise trusts
+//     left-out members again (mdadm --assemble --force): members whose own
+//     superblock says they were in sync in a missing role, freshest event
+//     counter first, and only as many as the start needs. Members with an
+//     older counter than the first one taken, and members whose table
+//     records a trusted member as failed (split brain), are never forced:
+//     then it refuses with ErrDiverged. Each forced member is logged with
+//     its event counter, and parity and mirrors are resynced over the
+//     write-intent bitmap's dirty regions afterwards.
 //
 // Every refusal names the member and says what to do. Members left out are
 // recorded as failed in the survivors' superblocks. After an unclean
@@ -224,9 +234,20 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		return nil, errors.Join(errs...)
 	}
 
+	geo, err := stripe.New(stripe.Level(nm.Level), int(nm.RaidDisks), int64(nm.ChunkSize), int64(nm.DataSize))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, newest.dev.Path, err)
+	}
+	rebuildHint := "rebuild it with 'raidd add ARRAY PATH'"
+	if geo.Tolerance() == 0 {
+		rebuildHint = geo.Level().String() + " cannot rebuild a member: if its data is intact, start the array with 'raidd serve --force-assemble'"
+	}
 	meta := nm.Clone()
 	slots := map[[16]byte]*slot{}
-	var dead []*slot
+	var (
+		dead      []*slot
+		deadCands []candidate
+	)
 	index := map[[16]byte]int{}
 	for i, mi := range meta.Members {
 		index[mi.UUID] = i
@@ -238,67 +259,82 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		reason := ""
 		switch {
 		case !known:
-			reason = "not in the newest member table (it was removed); add it again with 'raidd add'"
+			reason = "not in the newest member table (it was removed); add it again with 'raidd add ARRAY PATH'"
 		case c.meta != nm && recordsFailed(c.meta, nm.MemberUUID):
-			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add'", newest.dev.Path)
+			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add ARRAY PATH'", newest.dev.Path)
 		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:
-			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date and must be rebuilt with 'raidd add'", nm.Events, meta.Members[i].State)
+			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date: %s", nm.Events, meta.Members[i].State, rebuildHint)
 		case c.meta.Events+1 < nm.Events:
-			reason = fmt.Sprintf("stale: event counter %d is behind %d; rebuild it with 'raidd add'", c.meta.Events, nm.Events)
-		case c.meta.DataOffset != nm.DataOffset || c.meta.DataSize != nm.DataSize || c.meta.ChunkSize != nm.ChunkSize || c.meta.Level != nm.Level || c.meta.RaidDisks != nm.RaidDisks:
-			reason = "geometry differs from the newest member's; rebuild it with 'raidd add'"
+			reason = fmt.Sprintf("stale: event counter %d is behind %d; %s", c.meta.Events, nm.Events, rebuildHint)
+		case !sameGeometry(c.meta, nm):
+			reason = "geometry differs from the newest member's; rebuild it with 'raidd add ARRAY PATH'"
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
 			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d)", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
 		}
 		if reason != "" {
 			s.note = reason
 			dead = append(dead, s)
+			deadCands = append(deadCands, c)
 			if known && (meta.Members[i].State == superblock.MemberActive || meta.Members[i].State == superblock.MemberRebuilding) {
 				meta.Members[i].State = superblock.MemberFailed
 			}
 			if log != nil {
-				log.Warn("member left out", "array", nm.Name, "path", c.dev.Path, "reason", reason)
+				log.Warn("member left out", "array", nm.Name, "path", c.dev.Path, "events", c.meta.Events, "reason", reason)
 			}
 			continue
 		}
 		slots[s.uuid] = s
 	}
-	// Roles without a present, in-sync member are failed; a role being
-	// rebuilt counts as missing until its rebuild finishes.
-	var missing uint64
-	var why []string
-	for r := 0; r < int(meta.RaidDisks); r++ {
-		ok := false
-		for i := range meta.Members {
-			mi := &meta.Members[i]
-			if int(mi.Role) != r {
-				continue
-			}
-			if mi.State == superblock.MemberRebuilding && (slots[mi.UUID] == nil || meta.RebuildRole != mi.Role) {
-				mi.State = superblock.MemberFailed
-			}
-			if mi.State == superblock.MemberActive {
-				if slots[mi.UUID] != nil {
-					ok = true
-				} else {
-					mi.State = superblock.MemberFailed
-					why = append(why, fmt.Sprintf("role %d (member %s) is missing", r, superblock.FormatUUID(mi.UUID)))
+	missing, why := missingRoles(meta, slots)
+	forced := false
+	if !geo.Survives(missing) {
+		fm, err := forceable(geo, meta, slots, dead, deadCands, missing)
+		switch {
+		case o.ForceAssemble && err != nil:
+			return nil, fmt.Errorf("%w: %q: forced assembly refused: %w", ErrCannotStart, meta.Name, err)
+		case o.ForceAssemble:
+			forced = true
+			for _, k := range fm {
+				s, c := dead[k], deadCands[k]
+				i := index[c.meta.MemberUUID]
+				meta.Members[i].Role, meta.Members[i].State = c.meta.Role, superblock.MemberActive
+				s.note = ""
+				slots[s.uuid] = s
+				if log != nil {
+					log.Warn("forced assembly: trusting a member the others recorded as failed", "array", nm.Name, "path", s.path, "role", c.meta.Role, "events", c.meta.Events, "newest_events", nm.Events)
 				}
 			}
-		}
-		if !ok {
-			missing |= 1 << uint(r)
+			kept := dead[:0]
+			for _, s := range dead {
+				if slots[s.uuid] != s {
+					kept = append(kept, s)
+				}
+			}
+			dead = kept
+			missing, _ = missingRoles(meta, slots)
+		default:
+			for _, s := range dead {
+				why = append(why, s.path+": "+s.note)
+			}
+			hint := "supply the missing members"
+			if err == nil {
+				var names []string
+				for _, k := range fm {
+					names = append(names, fmt.Sprintf("%s (event %d)", dead[k].path, deadCands[k].meta.Events))
+				}
+				hint = fmt.Sprintf("if the members left because of an operator mistake or a transient fault, 'raidd serve --force-assemble' would start it trusting %s", strings.Join(names, ", "))
+			}
+			return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; %s: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), hint, strings.Join(why, "; "))
 		}
 	}
-	geo, err := stripe.New(stripe.Level(meta.Level), int(meta.RaidDisks), int64(meta.ChunkSize), int64(meta.DataSize))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if !geo.Survives(missing) {
-		for _, s := range dead {
-			why = append(why, s.path+": "+s.note)
+	if forced && log != nil {
+		var used []string
+		for _, mi := range meta.Members {
+			if s := slots[mi.UUID]; s != nil && mi.State == superblock.MemberActive {
+				used = append(used, fmt.Sprintf("role %d %s (event %d)", mi.Role, s.path, s.events))
+			}
 		}
-		return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; supply the missing members: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), strings.Join(why, "; "))
+		log.Warn("forced assembly: members in use", "array", nm.Name, "members", strings.Join(used, ", "), "missing_roles", roleList(missing))
 	}
 	// A rebuild in progress resumes at its checkpoint.
 	var resume *slot
@@ -312,7 +348,9 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if resume == nil {
 		meta.RebuildRole, meta.RebuildCheckpoint = -1, 0
 	}
-	unclean := meta.State == superblock.StateDirty
+	// After a forced assembly, rows being written when the members left
+	// may be inconsistent: resync the bitmap's dirty regions.
+	unclean := meta.State == superblock.StateDirty || (forced && geo.Tolerance() > 0)
 	a, err := newArray(meta, slots, dead, o)
 	if err != nil {
 		return nil, err
@@ -345,7 +383,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		a.Close()
 		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)
 	}
-	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean)
+	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean, "forced", forced)
 	resync := unclean && !o.NoResync && geo.Tolerance() > 0
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
 		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
@@ -411,4 +449,118 @@ func roleList(mask uint64) string {
 		mask &^= 1 << uint(r)
 	}
 	return strings.Join(s, ", ")
+}
+
+func sameGeometry(m, nm *superblock.Meta) bool {
+	return m.DataOffset == nm.DataOffset && m.DataSize == nm.DataSize && m.ChunkSize == nm.ChunkSize && m.Level == nm.Level && m.RaidDisks == nm.RaidDisks
+}
+
+// missingRoles marks the roles of meta without a present, in-sync member
+// as failed and returns them, with a description of each missing member.
+// A role being rebuilt counts as missing until its rebuild finishes.
+func missingRoles(meta *superblock.Meta, slots map[[16]byte]*slot) (uint64, []string) {
+	var missing uint64
+	var why []string
+	for r := 0; r < int(meta.RaidDisks); r++ {
+		ok := false
+		for i := range meta.Members {
+			mi := &meta.Members[i]
+			if int(mi.Role) != r {
+				continue
+			}
+			if mi.State == superblock.MemberRebuilding && (slots[mi.UUID] == nil || meta.RebuildRole != mi.Role) {
+				mi.State = superblock.MemberFailed
+			}
+			if mi.State == superblock.MemberActive {
+				if slots[mi.UUID] != nil {
+					ok = true
+				} else {
+					mi.State = superblock.MemberFailed
+					why = append(why, fmt.Sprintf("role %d (member %s) is missing", r, superblock.FormatUUID(mi.UUID)))
+				}
+			}
+		}
+		if !ok {
+			missing |= 1 << uint(r)
+		}
+	}
+	return missing, why
+}
+
+// forceable chooses the left-out members a forced assembly trusts so that
+// the array can start (mdadm --assemble --force): members whose own
+// superblock says they were in sync in a role that is now missing, with
+// matching geometry, freshest event counter first. Only members with the
+// freshest counter among them are taken: one with an older counter left
+// while the array still ran and missed writes it acknowledged. It returns
+// indexes into dead, or an error wrapping ErrDiverged or ErrCannotStart
+// saying why no safe choice exists.
+func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64) ([]int, error) {
+	var (
+		ok       []int
+		refusals []string
+	)
+	for k, c := range cands {
+		m := c.meta
+		own := superblock.MemberState(255)
+		for _, mi := range m.Members {
+			if mi.UUID == m.MemberUUID {
+				own = mi.State
+			}
+		}
+		diverged := ""
+		for _, mi := range m.Members {
+			if (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved) && slots[mi.UUID] != nil {
+				diverged = slots[mi.UUID].path
+			}
+		}
+		known := false
+		for _, mi := range meta.Members {
+			known = known || mi.UUID == m.MemberUUID
+		}
+		switch {
+		case !known || m.Role < 0 || int(m.Role) >= geo.Members():
+			continue // a spare or a removed member holds no data of a role
+		case missing&(1<<uint(m.Role)) == 0:
+			continue // its role is served by another member
+		case diverged != "":
+			refusals = append(refusals, fmt.Sprintf("%s (event %d) records %s, which the array trusts, as failed: their histories diverged (split brain)", dead[k].path, m.Events, diverged))
+		case own != superblock.MemberActive:
+			refusals = append(refusals, fmt.Sprintf("%s (event %d) was %s, not in sync, when it last wrote", dead[k].path, m.Events, own))
+		case !sameGeometry(m, meta) || int64(meta.DataOffset+meta.DataSize) > c.dev.Member.Size():
+			refusals = append(refusals, dead[k].path+": its geometry or size does not match the array")
+		default:
+			ok = append(ok, k)
+		}
+	}
+	sort.SliceStable(ok, func(x, y int) bool { return cands[ok[x]].meta.Events > cands[ok[y]].meta.Events })
+	var (
+		chosen []int
+		behind []string
+	)
+	for _, k := range ok {
+		r := uint64(1) << uint(cands[k].meta.Role)
+		if geo.Survives(missing) {
+			break
+		}
+		if missing&r == 0 {
+			continue // two candidates for one role: the fresher one was taken
+		}
+		if len(chosen) > 0 && cands[k].meta.Events < cands[chosen[0]].meta.Events {
+			behind = append(behind, fmt.Sprintf("%s (event %d)", dead[k].path, cands[k].meta.Events))
+			continue
+		}
+		chosen = append(chosen, k)
+		missing &^= r
+	}
+	if geo.Survives(missing) {
+		return chosen, nil
+	}
+	if len(behind) > 0 {
+		refusals = append(refusals, fmt.Sprintf("%s left before %s (event %d) while the array still ran, so they missed writes it acknowledged", strings.Join(behind, ", "), dead[chosen[0]].path, cands[chosen[0]].meta.Events))
+	}
+	if len(refusals) > 0 {
+		return nil, fmt.Errorf("%w: roles %s would still be missing: %s", ErrDiverged, roleList(missing), strings.Join(refusals, "; "))
+	}
+	return nil, fmt.Errorf("%w: roles %s have no member to force in; supply their members", ErrCannotStart, roleList(missing))
 }

@@ -205,9 +205,14 @@ func (a *Array) persistBitmap() error {
 
 // cleanBitmap clears the bits of regions that had no write in flight and no
 // new write since the members were synced. It returns how many it cleared.
+//
+// Nothing is cleared while a role is not in sync (a member failed, is
+// missing or is being rebuilt) or a resync is pending: as in md, the bits
+// then record every region the missing member has not seen, so that a
+// re-add resyncs only those (and a resync still knows its rows).
 func (a *Array) cleanBitmap() (int, error) {
 	b := a.bitmap
-	if b == nil {
+	if b == nil || !a.bitmapMayClean() {
 		return 0, nil
 	}
 	type cand struct {
@@ -228,6 +233,9 @@ func (a *Array) cleanBitmap() (int, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !a.bitmapMayClean() { // a member failed meanwhile (perhaps in that Sync)
+		return 0, nil
+	}
 	cleared := 0
 	for _, c := range cands {
 		if b.gen[c.r].Load() != c.gen {
@@ -244,4 +252,10 @@ func (a *Array) cleanBitmap() (int, error) {
 		return 0, nil
 	}
 	return cleared, a.persistBitmap()
+}
+
+// bitmapMayClean reports whether bitmap bits may be cleared: every role is
+// in sync and no resync is pending.
+func (a *Array) bitmapMayClean() bool {
+	return !a.view.Load().Degraded() && !a.resyncing.Load()
 }

@@ -20,6 +20,7 @@ func (a *Array) commitLocked() error {
 	for {
 		a.meta.Events++
 		a.meta.UpdateTime = time.Now().UnixNano()
+		a.noteDegradedLocked()
 		var (
 			wg     sync.WaitGroup
 			mu     sync.Mutex
@@ -79,6 +80,10 @@ func (a *Array) commitLocked() error {
 // persists that on the survivors and publishes the new View. It runs before
 // the request that saw the failure is acknowledged, under its stripe locks.
 func (a *Array) handleFailures(op *Op) {
+	if !a.redundant() {
+		a.keepMembers(op.memberErrors())
+		return
+	}
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	a.markFailedLocked(op.v, op.failed, op.errs[:])
@@ -168,6 +173,10 @@ func (a *Array) syncMembersLocked() error {
 	}
 	if mask == 0 {
 		return nil
+	}
+	if !a.redundant() {
+		a.keepMembers(errors.Join(errs...))
+		return errors.Join(ErrIO, errors.Join(errs...))
 	}
 	a.markFailedLocked(v, mask, errs)
 	if a.view.Load().failed {

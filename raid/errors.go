@@ -39,6 +39,17 @@ var (
 	ErrCannotStart = errors.New("raid: array cannot start")
 	// ErrConfig is wrapped by Options and CreateOptions validation errors.
 	ErrConfig = errors.New("raid: invalid configuration")
+	// ErrIO is returned by a request on an array without redundancy (RAID0)
+	// when a member fails it. It wraps EIO. The member is not marked failed:
+	// like md, the array keeps running and only the affected range errs.
+	ErrIO = fmt.Errorf("raid: member I/O error: %w", syscall.EIO)
+	// ErrWouldFail is returned by FailMemberChecked when failing the member
+	// would leave the array with more members missing than its level
+	// tolerates, and force was not given.
+	ErrWouldFail = errors.New("raid: failing this member would fail the array")
+	// ErrDiverged is returned by a forced Assemble when the members needed
+	// to start have histories that diverged, so no choice of members is safe.
+	ErrDiverged = errors.New("raid: member histories diverged")
 	// ErrUnregistered is returned when no personality is registered for a level.
 	ErrUnregistered = errors.New("raid: level not registered")
 

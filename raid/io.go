@@ -66,6 +66,9 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (a *Array) ioError(op *Op, err error) error {
+	if (errors.Is(err, ErrTooManyFailures) || op.failed != 0) && !a.redundant() && !op.v.failed {
+		return errors.Join(ErrIO, op.memberErrors())
+	}
 	if errors.Is(err, ErrTooManyFailures) || op.failed != 0 {
 		return errors.Join(ErrFailed, op.memberErrors())
 	}
@@ -253,6 +256,9 @@ func (a *Array) Sync() error {
 	op.Run()
 	if op.failed != 0 {
 		a.handleFailures(op)
+		if !a.redundant() {
+			return errors.Join(ErrIO, op.memberErrors())
+		}
 		if a.view.Load().failed {
 			return errors.Join(ErrFailed, op.memberErrors())
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -18,12 +19,18 @@ var ErrBusy = errors.New("raid: member change not possible now")
 
 // findLocked resolves a member named by path, UUID or role number to its table
 // index; the slot is nil for members whose device is absent. A dead
-// (stale) member is found by path with index -1 and its dead slot.
-// Callers hold cfgMu.
+// (stale) member is found with index -1 and its dead slot. A role number
+// names the member that holds the role, or, when none does, the failed
+// member that last held it. Callers hold cfgMu.
 func (a *Array) findLocked(id string) (int, *slot, error) {
 	for i, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
 		if (s != nil && s.path == id) || superblock.FormatUUID(mi.UUID) == id {
+			if s == nil {
+				if d := a.deadSlotLocked(mi.UUID); d != nil {
+					return -1, d, nil
+				}
+			}
 			return i, s, nil
 		}
 	}
@@ -32,6 +39,27 @@ func (a *Array) findLocked(id string) (int, *slot, error) {
 			if int(mi.Role) == r && (mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding) {
 				return i, a.slots[mi.UUID], nil
 			}
+		}
+		var found []int
+		for i, mi := range a.meta.Members {
+			if int(mi.Role) == r && mi.State == superblock.MemberFailed {
+				found = append(found, i)
+			}
+		}
+		switch len(found) {
+		case 1:
+			mi := a.meta.Members[found[0]]
+			if d := a.deadSlotLocked(mi.UUID); d != nil {
+				return -1, d, nil
+			}
+			return found[0], a.slots[mi.UUID], nil
+		case 0:
+		default:
+			var names []string
+			for _, i := range found {
+				names = append(names, a.memberNameLocked(a.meta.Members[i].UUID))
+			}
+			return 0, nil, fmt.Errorf("%w: role %d of %q was held by several failed members (%s); name one by path or uuid", ErrNoMember, r, a.meta.Name, strings.Join(names, ", "))
 		}
 	}
 	for _, s := range a.dead {
@@ -42,10 +70,38 @@ func (a *Array) findLocked(id string) (int, *slot, error) {
 	return 0, nil, fmt.Errorf("%w: %q is not a member of %q (name a member by path, uuid or role)", ErrNoMember, id, a.meta.Name)
 }
 
+// deadSlotLocked returns the stale device of member u, if present. Callers hold cfgMu.
+func (a *Array) deadSlotLocked(u [16]byte) *slot {
+	for _, d := range a.dead {
+		if d.uuid == u {
+			return d
+		}
+	}
+	return nil
+}
+
+// memberNameLocked names member u for messages: its path if a device is
+// present, else its UUID. Callers hold cfgMu.
+func (a *Array) memberNameLocked(u [16]byte) string {
+	if s := a.slots[u]; s != nil {
+		return s.path
+	}
+	if s := a.deadSlotLocked(u); s != nil {
+		return s.path
+	}
+	return superblock.FormatUUID(u)
+}
+
 // FailMember marks a member failed, as if it had returned an I/O error
 // (mdadm --fail). The failure is on the survivors' superblocks when it
-// returns; a spare, if any, is claimed and rebuilt onto.
-func (a *Array) FailMember(id string) error {
+// returns; a spare, if any, is claimed and rebuilt onto. It does not ask
+// for confirmation: see FailMemberChecked.
+func (a *Array) FailMember(id string) error { return a.FailMemberChecked(id, true) }
+
+// FailMemberChecked is FailMember that refuses, with ErrWouldFail, to fail
+// an active member whose loss would leave the array with more members
+// missing than its level tolerates, unless force is set.
+func (a *Array) FailMemberChecked(id string, force bool) error {
 	if a.readOnly {
 		return ErrReadOnly
 	}
@@ -55,16 +111,24 @@ func (a *Array) FailMember(id string) error {
 	if err != nil {
 		return err
 	}
-	if i < 0 || s == nil {
-		return fmt.Errorf("%w: %s is not in use", ErrBusy, id)
+	if i < 0 {
+		return fmt.Errorf("%w: %s is stale, not in use; remove it with 'raidd remove' or re-add it with 'raidd add'", ErrBusy, id)
 	}
 	mi := &a.meta.Members[i]
+	if s == nil {
+		return fmt.Errorf("%w: %s is %s and its device is not present; remove it with 'raidd remove'", ErrBusy, id, mi.State)
+	}
 	switch mi.State {
 	case superblock.MemberActive, superblock.MemberRebuilding:
 		v := a.view.Load()
+		bit := uint64(1) << uint(mi.Role)
+		if left := v.readable &^ bit; !force && v.readable&bit != 0 && !a.geo.Survives(^left&fullMask(a.geo.Members())) {
+			return fmt.Errorf("%w: failing %s (role %d) would leave %q FAILED: %s survives %d missing member(s) and roles %s would be missing; pass --force to fail it anyway",
+				ErrWouldFail, id, mi.Role, a.meta.Name, a.geo.Level(), a.geo.Tolerance(), roleList(^left&fullMask(a.geo.Members())))
+		}
 		errs := make([]error, a.geo.Members())
 		errs[mi.Role] = errors.New("failed by operator")
-		a.markFailedLocked(v, 1<<uint(mi.Role), errs)
+		a.markFailedLocked(v, bit, errs)
 	case superblock.MemberSpare:
 		mi.State = superblock.MemberFailed
 		s.note = "failed by operator"
@@ -73,7 +137,7 @@ func (a *Array) FailMember(id string) error {
 		}
 		a.event(Event{Kind: EventMemberFailed, Role: -1, Path: s.path, Detail: s.note})
 	default:
-		return fmt.Errorf("%w: %s is already %s", ErrBusy, id, mi.State)
+		return fmt.Errorf("%w: %s is already %s; remove it with 'raidd remove', or re-add it with 'raidd add'", ErrBusy, id, mi.State)
 	}
 	return nil
 }
@@ -132,25 +196,174 @@ func (a *Array) RemoveMember(id string) error {
 	return nil
 }
 
-// AddMember adds a device as a spare; if the array is degraded the spare is
-// claimed at once and rebuilt onto (mdadm --add). A device that carries
-// another array's superblock is refused unless force is set; a stale
-// member of this array is accepted and rebuilt from scratch. The device is
+// Release closes the device at path if it belongs to a failed or stale
+// member of the array, keeping the member's entry in the member table, so
+// that the device can be opened again and handed to AddMember (a re-add).
+// It returns an error wrapping ErrNoMember when the array holds no device
+// at path, and ErrBusy when the device is in use (active, rebuilding,
+// spare or being copied onto).
+func (a *Array) Release(path string) error {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	for k, d := range a.dead {
+		if d.path == path {
+			a.dead = append(a.dead[:k], a.dead[k+1:]...)
+			_ = d.dev.Close()
+			return nil
+		}
+	}
+	for _, mi := range a.meta.Members {
+		s := a.slots[mi.UUID]
+		if s == nil || s.path != path {
+			continue
+		}
+		if mi.State != superblock.MemberFailed && mi.State != superblock.MemberRemoved {
+			return fmt.Errorf("%w: %s is %s in %q (role %d)", ErrBusy, path, mi.State, a.meta.Name, mi.Role)
+		}
+		if j := a.job; j != nil && j.target == s {
+			return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, path, j.kind)
+		}
+		delete(a.slots, s.uuid)
+		_ = s.dev.Close()
+		a.publishLocked()
+		return nil
+	}
+	return fmt.Errorf("%w: %q holds no device %s", ErrNoMember, a.meta.Name, path)
+}
+
+// AddMember adds a device to the array (mdadm --add). A former member of
+// this array that left its role while the write-intent bitmap has kept
+// every region written since (it failed, went stale or was removed, and
+// its superblock is current up to then) is re-added in its role: only the
+// rows of those regions are resynced onto it, as md's re-add does.
+// Otherwise the device becomes a spare, and if the array is degraded the
+// spare is claimed at once and rebuilt onto from scratch; the member-added
+// event says which of the two happened and why. A device that carries
+// another array's superblock is refused unless force is set. The device is
 // owned by the array from then on, also when AddMember fails.
 func (a *Array) AddMember(dev Device, force bool) error {
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
+	ok, why, err := a.reAddLocked(dev)
+	if err != nil {
+		_ = dev.Member.Close()
+		return err
+	}
+	if ok {
+		return nil
+	}
 	s, err := a.addSpareLocked(dev, force)
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
 	}
-	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path})
+	detail := ""
+	if why != "" {
+		detail = "full rebuild: " + why
+	}
+	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: detail})
 	a.claimSparesLocked()
 	return nil
 }
 
-// addSpareLocked validates dev and records it as a spare. Callers hold cfgMu.
+// reAddLocked re-adds dev in its former role if its superblock and the bitmap
+// allow it. It reports whether it did; when it did not and dev is a former
+// member of the array, why says what prevented it. Callers hold cfgMu.
+func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
+	if a.readOnly || a.geo.Tolerance() == 0 {
+		return false, "", nil // addSpare says why
+	}
+	old, rerr := superblock.Read(dev.Member)
+	if rerr != nil || old.ArrayUUID != a.meta.ArrayUUID || old.Role < 0 {
+		return false, "", nil
+	}
+	if s := a.slots[old.MemberUUID]; s != nil {
+		return false, "", fmt.Errorf("%w: %s is already member %s (at %s)", ErrBusy, dev.Path, superblock.FormatUUID(old.MemberUUID), s.path)
+	}
+	why = a.reAddBlockerLocked(dev, old)
+	if why != "" {
+		return false, why, nil
+	}
+	if a.job != nil {
+		return false, "", fmt.Errorf("%w: a %s of role %d is running; add %s again when it has finished ('raidd status --watch'): the write-intent bitmap keeps what it missed", ErrBusy, a.job.kind, a.job.role, dev.Path)
+	}
+	role := old.Role
+	found := false
+	for i := range a.meta.Members {
+		if mi := &a.meta.Members[i]; mi.UUID == old.MemberUUID {
+			mi.Role, mi.State, found = role, superblock.MemberRebuilding, true
+		}
+	}
+	if !found {
+		if len(a.meta.Members) >= superblock.MaxMembers {
+			return false, "the member table is full", nil
+		}
+		a.meta.Members = append(a.meta.Members, superblock.MemberInfo{UUID: old.MemberUUID, Role: role, State: superblock.MemberRebuilding})
+	}
+	s := &slot{dev: dev.Member, path: dev.Path, uuid: old.MemberUUID, writeMostly: dev.WriteMostly, events: old.Events}
+	a.slots[s.uuid] = s
+	a.meta.RebuildRole, a.meta.RebuildCheckpoint = role, 0
+	if err := a.commitLocked(); err != nil {
+		return false, "", err
+	}
+	if s.events != a.meta.Events { // its superblock write failed: commit marked it failed
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+		a.publishLocked()
+		return false, "", fmt.Errorf("raid: re-add %s: cannot write its superblock", dev.Path)
+	}
+	a.publishLocked()
+	// Every write from here on reaches the member (its View is published);
+	// the regions marked now cover every write it missed, because their
+	// bits are set before a write starts and kept while a role is missing.
+	regions := a.bitmap.dirtyRegions()
+	a.event(Event{Kind: EventMemberAdded, Role: int(role), Path: dev.Path, Detail: fmt.Sprintf("re-added: it left at event %d and the write-intent bitmap has kept every region written since event %d; resyncing %d dirty regions", old.Events, a.meta.DegradedEvents, len(regions))})
+	a.startReAddLocked(int(role), s, regions)
+	return true, "", nil
+}
+
+// reAddBlockerLocked returns why dev, a former member of the array whose
+// superblock is old, cannot be re-added with a bitmap-limited resync, or
+// "" if it can. Callers hold cfgMu.
+func (a *Array) reAddBlockerLocked(dev Device, old *superblock.Meta) string {
+	switch {
+	case a.bitmap == nil:
+		return "the array has no write-intent bitmap"
+	case old.Level != a.meta.Level || old.RaidDisks != a.meta.RaidDisks || old.ChunkSize != a.meta.ChunkSize ||
+		old.DataOffset != a.meta.DataOffset || old.DataSize != a.meta.DataSize || old.BitmapRegion != a.meta.BitmapRegion:
+		return "its geometry differs from the array's"
+	case dev.Member.Size() < int64(a.meta.DataOffset+a.meta.DataSize):
+		return "" // addSpare refuses it with the sizes
+	}
+	for _, mi := range old.Members {
+		if mi.UUID == old.MemberUUID && mi.State != superblock.MemberActive {
+			return fmt.Sprintf("its own superblock says it was %s, not in sync", mi.State)
+		}
+	}
+	for _, mi := range a.meta.Members {
+		if mi.Role == old.Role && (mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding) {
+			return fmt.Sprintf("role %d is held by %s now", old.Role, a.memberNameLocked(mi.UUID))
+		}
+	}
+	if old.Events >= a.meta.Events {
+		return fmt.Sprintf("its event counter %d is not behind the array's %d: it was written without this array", old.Events, a.meta.Events)
+	}
+	for _, theirs := range old.Members {
+		if theirs.State != superblock.MemberFailed && theirs.State != superblock.MemberRemoved {
+			continue
+		}
+		for _, mi := range a.meta.Members {
+			if mi.UUID == theirs.UUID && mi.State == superblock.MemberActive && a.slots[mi.UUID] != nil {
+				return fmt.Sprintf("its superblock records %s as %s, so it ran without this array and their contents diverged", a.memberNameLocked(mi.UUID), theirs.State)
+			}
+		}
+	}
+	if d := a.meta.DegradedEvents; d == 0 || old.Events+1 < d {
+		return fmt.Sprintf("it left at event %d, before the write-intent bitmap started keeping changes for a missing member (event %d)", old.Events, d)
+	}
+	return ""
+}
+
+// addSpare validates dev and records it as a spare. Callers hold cfgMu.
 func (a *Array) addSpareLocked(dev Device, force bool) (*slot, error) {
 	if a.readOnly {
 		return nil, ErrReadOnly
@@ -250,4 +463,34 @@ func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: "replacement for " + old.path})
 	a.startJobLocked(jobReplace, role, s, 0)
 	return nil
+}
+
+// redundant reports whether the array's level survives losing a member.
+func (a *Array) redundant() bool { return a.geo.Tolerance() > 0 }
+
+// keepMembers handles member I/O errors on an array without redundancy.
+// Marking the member failed would make every range unreachable, the
+// healthy ones too, and persist that across restarts: instead, like md's
+// RAID0, the request fails with ErrIO and the member stays in the array.
+func (a *Array) keepMembers(err error) {
+	a.log.Warn("member I/O error: the request fails with EIO; without redundancy the member stays in the array", "err", err)
+}
+
+// noteDegradedLocked keeps meta.DegradedEvents for the update being committed:
+// 0 while every role holds an active member whose device is present, and
+// otherwise the event of the update that first found a role out of sync.
+// Callers hold cfgMu.
+func (a *Array) noteDegradedLocked() {
+	var inSync uint64
+	for _, mi := range a.meta.Members {
+		if mi.State == superblock.MemberActive && mi.Role >= 0 && a.slots[mi.UUID] != nil {
+			inSync |= 1 << uint(mi.Role)
+		}
+	}
+	switch {
+	case inSync == fullMask(a.geo.Members()):
+		a.meta.DegradedEvents = 0
+	case a.meta.DegradedEvents == 0:
+		a.meta.DegradedEvents = a.meta.Events
+	}
 }

@@ -42,6 +42,10 @@ type Options struct {
 	// NoCoalesce disables gathering concurrent partial-stripe writes to the
 	// same RAID5 stripe into one write (see coalesce.go).
 	NoCoalesce bool
+	// ForceAssemble lets Assemble start an array that has lost more members
+	// than its level tolerates, by trusting the freshest left-out members
+	// whose data is intact (mdadm --assemble --force); see Assemble.
+	ForceAssemble bool
 	// NoResync skips the background resync after an unclean shutdown (tests).
 	NoResync bool
 	// OnEvent, if set, receives every state transition (member failed,

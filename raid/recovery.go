@@ -35,6 +35,11 @@ type recovery struct {
 	first  int64        // row the job started at
 	row    atomic.Int64 // rows below this are done (the slowest worker's position)
 	cancel context.CancelFunc
+	// regions, for a re-add, marks the bitmap regions whose rows are
+	// resynced; the others are skipped. nil means every row.
+	regions []bool
+	planned int64        // rows to do
+	done    atomic.Int64 // rows done
 	// throttle state
 	tmu      sync.Mutex
 	lastOps  int64
@@ -87,19 +92,37 @@ func (a *Array) claimSparesLocked() {
 	}
 }
 
-// startJobLocked launches a recovery job from row. Callers hold cfgMu.
+// startJob launches a recovery job from row. Callers hold cfgMu.
 func (a *Array) startJobLocked(kind jobKind, role int, target *slot, row int64) {
+	j := &recovery{kind: kind, role: role, target: target, first: row, planned: a.geo.Rows() - row}
+	a.runJobAsyncLocked(j, fmt.Sprintf("from row %d of %d", row, a.geo.Rows()))
+}
+
+// startReAddLocked launches the rebuild of a re-added member that resyncs only
+// the rows of the given bitmap regions. Callers hold cfgMu.
+func (a *Array) startReAddLocked(role int, target *slot, regions []int64) {
+	j := &recovery{kind: jobRebuild, role: role, target: target, regions: make([]bool, a.bitmap.n)}
+	per, rows := int64(1)<<a.bitmap.rowShift, a.geo.Rows()
+	for _, r := range regions {
+		j.regions[r] = true
+		j.planned += min((r+1)*per, rows) - r*per
+	}
+	a.runJobAsyncLocked(j, fmt.Sprintf("re-add: %d of %d rows (the write-intent bitmap's dirty regions)", j.planned, rows))
+}
+
+// runJobAsyncLocked starts j. Callers hold cfgMu.
+func (a *Array) runJobAsyncLocked(j *recovery, detail string) {
 	ctx, cancel := context.WithCancel(a.ctx)
-	j := &recovery{kind: kind, role: role, target: target, start: time.Now(), first: row, cancel: cancel}
+	j.start, j.cancel = time.Now(), cancel
 	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
-	j.row.Store(row)
-	a.job = j
+	j.row.Store(j.first)
+	a.job, a.lastJob = j, j
 	a.publishLocked()
 	kindEv := EventRebuildStarted
-	if kind == jobReplace {
+	if j.kind == jobReplace {
 		kindEv = EventReplaceStarted
 	}
-	a.event(Event{Kind: kindEv, Role: role, Path: target.path, Detail: fmt.Sprintf("from row %d of %d", row, a.geo.Rows())})
+	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
@@ -134,6 +157,12 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 				if ctx.Err() != nil {
 					return
 				}
+				if j.regions != nil && !j.regions[row>>a.bitmap.rowShift] {
+					row += jobWorkers // a re-add skips rows the bitmap says it holds
+					prog[w].Store(row)
+					j.row.Store(low())
+					continue
+				}
 				a.throttle(ctx, j)
 				moved, err := a.jobStep(j, row)
 				a.charge(j, moved)
@@ -156,6 +185,7 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 					j.cancel()
 					return
 				}
+				j.done.Add(1)
 				row += jobWorkers
 				prog[w].Store(row)
 				j.row.Store(low())
@@ -346,8 +376,11 @@ func (a *Array) finishJob(j *recovery) {
 		return
 	}
 	elapsed := time.Since(j.start)
-	rate := float64((a.geo.Rows()-j.first)*a.geo.Chunk()) / elapsed.Seconds()
-	detail := fmt.Sprintf("%d rows in %s (%.1f MiB/s)", a.geo.Rows()-j.first, elapsed.Round(time.Millisecond), rate/(1<<20))
+	rate := float64(j.done.Load()*a.geo.Chunk()) / elapsed.Seconds()
+	detail := fmt.Sprintf("%d rows in %s (%.1f MiB/s)", j.done.Load(), elapsed.Round(time.Millisecond), rate/(1<<20))
+	if j.regions != nil {
+		detail = fmt.Sprintf("re-add: %d of %d rows resynced in %s", j.done.Load(), a.geo.Rows(), elapsed.Round(time.Millisecond))
+	}
 	kindEv := EventRebuildFinished
 	switch j.kind {
 	case jobRebuild:

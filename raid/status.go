@@ -23,21 +23,28 @@ type Status struct {
 	EventCount uint64    `json:"events"`
 	Resync     *Progress `json:"resync,omitempty"`
 	// LastResync is the resync since assembly that has finished (or stopped), if any.
-	LastResync *Progress      `json:"last_resync,omitempty"`
-	Recovery   *Progress      `json:"recovery,omitempty"` // a rebuild or replace
-	Bitmap     *BitmapStatus  `json:"bitmap,omitempty"`
-	Devices    []MemberStatus `json:"members"`
-	Stats      Stats          `json:"stats"`
-	History    []Event        `json:"history,omitempty"` // the most recent, oldest first
+	LastResync *Progress `json:"last_resync,omitempty"`
+	Recovery   *Progress `json:"recovery,omitempty"` // a rebuild, re-add or replace
+	// LastRecovery is the rebuild, re-add or replace that ran last, once it
+	// has finished or stopped.
+	LastRecovery *Progress      `json:"last_recovery,omitempty"`
+	Bitmap       *BitmapStatus  `json:"bitmap,omitempty"`
+	Devices      []MemberStatus `json:"members"`
+	Stats        Stats          `json:"stats"`
+	History      []Event        `json:"history,omitempty"` // the most recent, oldest first
 }
 
 // Progress describes a background job over the rows of the array.
 type Progress struct {
-	Kind        string  `json:"kind"` // resync, rebuild or replace
-	Role        int     `json:"role"` // -1 for a resync
-	Path        string  `json:"path,omitempty"`
+	Kind string `json:"kind"` // resync, rebuild, re-add or replace
+	Role int    `json:"role"` // -1 for a resync
+	Path string `json:"path,omitempty"`
+	// Done and Total count rows: for a rebuild or replace, the position
+	// and the array's rows; for a re-add, the rows resynced so far and the
+	// rows of the bitmap regions it resyncs (of ArrayRows).
 	Done        int64   `json:"done_rows"`
 	Total       int64   `json:"total_rows"`
+	ArrayRows   int64   `json:"array_rows"`
 	Percent     float64 `json:"percent"`
 	BytesPerSec float64 `json:"bytes_per_sec,omitempty"`
 	ETASeconds  float64 `json:"eta_seconds,omitempty"`
@@ -132,13 +139,9 @@ func (a *Array) Status() Status {
 		}
 	}
 	if j := a.job; j != nil {
-		done, total := j.row.Load(), a.geo.Rows()
-		p := &Progress{Kind: j.kind.String(), Role: j.role, Path: j.target.path, Done: done, Total: total, Percent: 100 * float64(done) / float64(total)}
-		if el := time.Since(j.start).Seconds(); el > 0 && done > j.first {
-			p.BytesPerSec = float64((done-j.first)*a.geo.Chunk()) / el
-			p.ETASeconds = float64((total-done)*a.geo.Chunk()) / p.BytesPerSec
-		}
-		st.Recovery = p
+		st.Recovery = a.jobProgress(j)
+	} else if j := a.lastJob; j != nil {
+		st.LastRecovery = a.jobProgress(j)
 	}
 	if b := a.bitmap; b != nil {
 		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
@@ -213,4 +216,24 @@ func (a *Array) byteStats() Stats {
 		s.WriteAmplification = float64(s.MemberBytesWritten+s.MemberBytesElided) / float64(s.ClientBytesWritten)
 	}
 	return s
+}
+
+// jobProgress describes j. Callers hold cfgMu.
+func (a *Array) jobProgress(j *recovery) *Progress {
+	rows := a.geo.Rows()
+	p := &Progress{Kind: j.kind.String(), Role: j.role, Path: j.target.path, Done: j.row.Load(), Total: rows, ArrayRows: rows}
+	moved := p.Done - j.first
+	if j.regions != nil {
+		p.Kind, p.Done, p.Total = "re-add", j.done.Load(), j.planned
+		moved = p.Done
+	}
+	p.Percent = 100
+	if p.Total > 0 {
+		p.Percent = 100 * float64(p.Done) / float64(p.Total)
+	}
+	if el := time.Since(j.start).Seconds(); el > 0 && moved > 0 && a.job == j {
+		p.BytesPerSec = float64(moved*a.geo.Chunk()) / el
+		p.ETASeconds = float64((p.Total-p.Done)*a.geo.Chunk()) / p.BytesPerSec
+	}
+	return p
 }

@@ -51,6 +51,11 @@ type Config struct {
 	// be assembled; by default it serves the others and reports that one
 	// as failed.
 	Strict bool `mapstructure:"strict"`
+	// ForceAssemble starts arrays that lost more members than they
+	// tolerate by trusting the freshest left-out members (serve
+	// --force-assemble, mdadm --assemble --force). It is a flag only, never
+	// a configuration key: forcing must be a decision made once.
+	ForceAssemble bool `mapstructure:"-"`
 	// ShutdownTimeout bounds how long a graceful stop waits for NBD requests
 	// in flight before closing connections.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`

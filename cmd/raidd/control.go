@@ -285,7 +285,7 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		if !need("member", req.Member) {
 			return
 		}
-		err = s.array.FailMember(req.Member)
+		err = s.array.FailMemberChecked(req.Member, req.Force)
 		msg = fmt.Sprintf("%s: %s marked failed", name, req.Member)
 	case "remove":
 		if !need("member", req.Member) {
@@ -330,11 +330,37 @@ func (d *daemon) openNew(s *servedArray, path string, force bool) (raid.Device, 
 	if s.array.ReadOnly() {
 		return raid.Device{}, raid.ErrReadOnly
 	}
+	if err := d.release(s, path); err != nil {
+		return raid.Device{}, err
+	}
 	m, err := openMember(path, false, s.cfg.Direct, force)
 	if err != nil {
 		return raid.Device{}, badRequest{err}
 	}
 	return raid.Device{Path: path, Member: m}, nil
+}
+
+// release lets path be opened again when this raidd holds it as the
+// device of a failed or stale member of array s (a re-add: 'raidd fail'
+// or a stale member, then 'raidd add' of the same device). The member
+// lock would otherwise refuse it, since this process holds it. A device
+// that another array of this raidd uses is refused with what to do.
+func (d *daemon) release(s *servedArray, path string) error {
+	for _, x := range d.arrays {
+		err := x.array.Release(path)
+		switch {
+		case err == nil:
+			d.log.Info("released the device of a failed or stale member for re-adding", "array", x.cfg.Name, "path", path)
+			return nil
+		case errors.Is(err, raid.ErrNoMember):
+			continue
+		case x == s:
+			return fmt.Errorf("%w; to rebuild it, fail it first ('raidd fail %s %s')", err, s.cfg.Name, path)
+		default:
+			return fmt.Errorf("%w: %s belongs to array %q of this raidd: %v", raid.ErrBusy, path, x.cfg.Name, err)
+		}
+	}
+	return nil
 }
 
 // badRequest marks errors in what the client asked for.
@@ -351,7 +377,7 @@ func memberErrorCode(err error) int {
 	switch {
 	case errors.Is(err, raid.ErrNoMember):
 		return http.StatusNotFound
-	case errors.Is(err, raid.ErrBusy), errors.Is(err, raid.ErrInUse), errors.Is(err, raid.ErrReadOnly):
+	case errors.Is(err, raid.ErrBusy), errors.Is(err, raid.ErrInUse), errors.Is(err, raid.ErrReadOnly), errors.Is(err, raid.ErrWouldFail):
 		return http.StatusConflict
 	case errors.As(err, &br):
 		return http.StatusBadRequest

@@ -49,11 +49,13 @@ var errorCodes = []struct {
 	{"closed", raid.ErrClosed},
 	{"stopping", errStopping},
 	{"check_running", errCheckRunning},
+	{"would_fail", raid.ErrWouldFail},
 	// Array state and I/O.
 	{"failed", raid.ErrFailed},
 	{"too_many_failures", raid.ErrTooManyFailures},
 	{"inconsistent", raid.ErrInconsistent},
 	{"range", raid.ErrRange},
+	{"io", raid.ErrIO},
 	// Devices offered to add and replace.
 	{"foreign", raid.ErrForeign},
 	{"not_member", raid.ErrNotMember},

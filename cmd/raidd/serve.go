@@ -117,6 +117,7 @@ answered, members are synced and the arrays are marked clean. SIGHUP is ignored;
 	force := fs.Bool("force", false, "take over members whose in-use block names a raidd on another host with a fresh heartbeat (use only when it is known to be dead)")
 	fs.Bool("strict", false, "refuse to start if any configured array cannot be assembled (default: serve the others)")
 	keys["strict"] = "strict"
+	forceAssemble := fs.Bool("force-assemble", false, "start arrays that lost more members than they tolerate, trusting the freshest members that left (mdadm --assemble --force); see README 'Recovering an array'")
 	af := arrayFlags(fs)
 	for k, v := range logFlags(fs) {
 		keys[k] = v
@@ -133,6 +134,7 @@ answered, members are synced and the arrays are marked clean. SIGHUP is ignored;
 		if err := af.apply(cmd, cfg, members); err != nil {
 			return err
 		}
+		cfg.ForceAssemble = *forceAssemble
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -521,7 +523,7 @@ func (d *daemon) assemble() error {
 		onEvent = d.hooks.enqueue
 	}
 	for _, ac := range d.cfg.Arrays {
-		a, err := assembleArray(ac, d.cfg.Force, d.log, onEvent)
+		a, err := assembleArray(ac, d.cfg.Force, d.cfg.ForceAssemble, d.log, onEvent)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("array %s: %w", ac.Name, err))
 			d.broken = append(d.broken, brokenArray{cfg: ac, err: err})
@@ -548,15 +550,23 @@ func (d *daemon) assemble() error {
 }
 
 // assembleArray opens ac's members and assembles the array they form.
-// force takes over members whose holder cannot be proven dead (openMember).
-// onEvent, if not nil, receives the array's events.
-func assembleArray(ac ArrayConfig, force bool, log *slog.Logger, onEvent func(raid.Event)) (*raid.Array, error) {
+// force takes over members whose holder cannot be proven dead (openMember);
+// forceAssemble is Options.ForceAssemble. onEvent, if not nil, receives the
+// array's events. A member whose path does not exist is left out with a
+// warning: the array starts degraded when the level tolerates its absence.
+func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, onEvent func(raid.Event)) (*raid.Array, error) {
 	var (
-		devs []raid.Device
-		errs []error
+		devs    []raid.Device
+		errs    []error
+		absents []error
 	)
 	for _, m := range ac.Members {
 		f, err := openMember(m.Path, ac.ReadOnly, ac.Direct, force)
+		if errors.Is(err, os.ErrNotExist) {
+			log.Warn("member not found; assembling without it", "array", ac.Name, "path", m.Path, "err", err)
+			absents = append(absents, err)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -585,7 +595,7 @@ func assembleArray(ac ArrayConfig, force bool, log *slog.Logger, onEvent func(ra
 	}
 	if len(errs) > 0 {
 		closeAll()
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(append(errs, absents...)...)
 	}
 	a, err := raid.Assemble(devs, raid.Options{
 		ReadOnly:       ac.ReadOnly,
@@ -596,10 +606,11 @@ func assembleArray(ac ArrayConfig, force bool, log *slog.Logger, onEvent func(ra
 		RebuildMinRate: int64(ac.RebuildMinRate),
 		RebuildMaxRate: int64(ac.RebuildMaxRate),
 		OnEvent:        onEvent,
+		ForceAssemble:  forceAssemble,
 	})
 	if err != nil {
 		closeAll()
-		return nil, err
+		return nil, errors.Join(append([]error{err}, absents...)...)
 	}
 	return a, nil
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raidd/raidd/raid"
+)
+
+func (c *cli) assembleCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "assemble [--force] MEMBER...",
+		Short: "Check that members form an array that starts; with --force, make it start",
+		Long: `Assemble reads the superblocks of the MEMBERs, applies the same rules as
+serve, prints which members the array would use and its state, and stops.
+Without --force nothing is written: it says whether 'raidd serve' would
+start the array, and why not.
+
+With --force it performs a forced assembly (mdadm --assemble --force) and
+writes the result to the superblocks, so that the next 'raidd serve'
+starts the array. Use it when an array lost more members than it tolerates
+because of an operator mistake (two 'raidd fail's on a RAID5) or a
+transient fault (a RAID0 member error recorded by an older raidd): it
+trusts the left-out members whose own superblock says they were in sync,
+freshest event counter first, only as many as the start needs, and logs
+each with its event counter. It refuses when the members' histories
+diverged (split brain) or when the needed members left at different times,
+since the earlier one missed writes. After it, parity and mirrors are
+resynced over the write-intent bitmap's dirty regions when served.
+'raidd serve --force-assemble' does the same at start.`,
+		Example: "  raidd assemble /srv/a.img /srv/b.img /srv/c.img /srv/d.img\n  raidd assemble --force /srv/a.img /srv/b.img /srv/c.img /srv/d.img",
+		Args:    args(cobra.MinimumNArgs(1)),
+	}
+	force := cmd.Flags().Bool("force", false, "start it even if it lost more members than it tolerates, trusting the freshest members that left, and write that to the superblocks")
+	cmd.RunE = func(_ *cobra.Command, paths []string) error {
+		log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		var (
+			devs []raid.Device
+			errs []error
+		)
+		for _, p := range paths {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m, err := openMember(abs, !*force, false, false)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			devs = append(devs, raid.Device{Path: abs, Member: m})
+		}
+		if len(errs) > 0 {
+			for _, d := range devs {
+				_ = d.Member.Close()
+			}
+			return errors.Join(errs...)
+		}
+		a, err := raid.Assemble(devs, raid.Options{ReadOnly: !*force, ForceAssemble: *force, Logger: log, CleanDelay: -1})
+		if err != nil {
+			for _, d := range devs {
+				_ = d.Member.Close()
+			}
+			return err
+		}
+		st := a.Status()
+		fmt.Fprintf(c.stdout, "%s: %s, %s, %d members, events %d\n", st.Name, st.Level, st.State, st.Members, st.EventCount)
+		for _, m := range st.Devices {
+			fmt.Fprintf(c.stdout, "  role %-3d %-10s events %-6d %s %s\n", m.Role, m.State, m.Events, m.Path, m.Note)
+		}
+		// Close makes the result durable; a resync it could not finish
+		// leaves the array dirty, so that serve runs it.
+		if err := a.Close(); err != nil {
+			return err
+		}
+		if *force {
+			fmt.Fprintf(c.stdout, "%s: superblocks written; start it with 'raidd serve'\n", st.Name)
+		} else {
+			fmt.Fprintf(c.stdout, "%s: would start; nothing written\n", st.Name)
+		}
+		return nil
+	}
+	return cmd
+}

@@ -238,9 +238,11 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, newest.dev.Path, err)
 	}
-	rebuildHint := "rebuild it with 'raidd add ARRAY PATH'"
-	if geo.Tolerance() == 0 {
-		rebuildHint = geo.Level().String() + " cannot rebuild a member: if its data is intact, start the array with 'raidd serve --force-assemble'"
+	rebuildHint := func(path string) string {
+		if geo.Tolerance() == 0 {
+			return geo.Level().String() + " cannot rebuild a member: if its data is intact, start the array with 'raidd serve --force-assemble'"
+		}
+		return fmt.Sprintf("re-add it with 'raidd add %s %s' (only regions written since it left are resynced when the write-intent bitmap covers them)", nm.Name, path)
 	}
 	meta := nm.Clone()
 	slots := map[[16]byte]*slot{}
@@ -259,15 +261,15 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		reason := ""
 		switch {
 		case !known:
-			reason = "not in the newest member table (it was removed); add it again with 'raidd add ARRAY PATH'"
+			reason = "not in the newest member table (it was removed); add it again with 'raidd add "+nm.Name+" "+c.dev.Path+"'"
 		case c.meta != nm && recordsFailed(c.meta, nm.MemberUUID):
-			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add ARRAY PATH'", newest.dev.Path)
+			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add %s %s'", newest.dev.Path, nm.Name, c.dev.Path)
 		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:
-			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date: %s", nm.Events, meta.Members[i].State, rebuildHint)
+			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date: %s", nm.Events, meta.Members[i].State, rebuildHint(c.dev.Path))
 		case c.meta.Events+1 < nm.Events:
-			reason = fmt.Sprintf("stale: event counter %d is behind %d; %s", c.meta.Events, nm.Events, rebuildHint)
+			reason = fmt.Sprintf("stale: event counter %d is behind %d; %s", c.meta.Events, nm.Events, rebuildHint(c.dev.Path))
 		case !sameGeometry(c.meta, nm):
-			reason = "geometry differs from the newest member's; rebuild it with 'raidd add ARRAY PATH'"
+			reason = fmt.Sprintf("geometry differs from the newest member's; rebuild it with 'raidd add %s %s'", nm.Name, c.dev.Path)
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
 			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d)", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
 		}

@@ -218,7 +218,7 @@ func (a *Array) Release(path string) error {
 			continue
 		}
 		if mi.State != superblock.MemberFailed && mi.State != superblock.MemberRemoved {
-			return fmt.Errorf("%w: %s is %s in %q (role %d)", ErrBusy, path, mi.State, a.meta.Name, mi.Role)
+			return fmt.Errorf("%w: %s is already %s in %q (role %d)", ErrBusy, path, mi.State, a.meta.Name, mi.Role)
 		}
 		if j := a.job; j != nil && j.target == s {
 			return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, path, j.kind)

@@ -232,9 +232,10 @@ func TestMemberLifecycle(t *testing.T) {
 	code, _, errOut = run("add", "r5", filepath.Join(e.dir, "missing.img"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "no such file or directory")
-	code, _, errOut = run("add", "r5", dd) // already a member, and locked by this daemon
+	code, _, errOut = run("add", "r5", dd) // already a member, held by this daemon
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "in use")
+	assert.Contains(t, errOut, "is already active")
+	assert.Contains(t, errOut, "fail it first")
 
 	// The data survived all of it, and redundancy is consistent.
 	for off, p := range writes {

@@ -593,7 +593,7 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 				d.Path, ac.Name, stripe.Level(m.Level)))
 		}
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 || len(devs) == 0 {
 		closeAll()
 		return nil, errors.Join(append(errs, absents...)...)
 	}

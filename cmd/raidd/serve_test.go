@@ -336,20 +336,20 @@ func TestServeRefusesToStart(t *testing.T) {
 			[]string{e.array("five", "", "a.img")},
 			[]string{"array five:", "cannot start"}, "",
 		},
-		"member file missing": {
-			[]string{e.array("five", "", "a.img", "b.img", "gone.img")},
-			[]string{"array five:", "gone.img: no such file or directory"}, "",
+		"member files missing beyond tolerance": { // one missing file only starts it degraded
+			[]string{e.array("five", "", "a.img", "gone.img", "gone2.img")},
+			[]string{"array five:", "cannot start", "gone.img: no such file or directory", "gone2.img: no such file or directory"}, "",
 		},
 		"members of another array": {
 			[]string{e.array("five", "", "x.img", "y.img")},
 			[]string{`x.img belongs to array "other" (uuid `, `y.img belongs to array "other"`, `not "five"`}, "",
 		},
 		"every broken array is reported": {
-			[]string{e.array("five", "", "a.img", "missing1.img"), e.array("other", "", "x.img", "missing2.img")},
+			[]string{e.array("five", "", "a.img", "missing1.img"), e.array("other", "", "missing2.img", "missing3.img")},
 			[]string{"missing1.img", "missing2.img", "no array could be assembled, so there is nothing to serve"}, "",
 		},
 		"strict: one broken array stops all": {
-			[]string{e.array("third", "", "p.img", "q.img"), e.array("other", "", "x.img", "missing2.img")},
+			[]string{e.array("third", "", "p.img", "q.img"), e.array("other", "", "missing2.img", "missing3.img")},
 			[]string{"array other:", "missing2.img"}, "strict: true\n",
 		},
 	}

@@ -261,7 +261,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		reason := ""
 		switch {
 		case !known:
-			reason = "not in the newest member table (it was removed); add it again with 'raidd add "+nm.Name+" "+c.dev.Path+"'"
+			reason = "not in the newest member table (it was removed); add it again with 'raidd add " + nm.Name + " " + c.dev.Path + "'"
 		case c.meta != nm && recordsFailed(c.meta, nm.MemberUUID):
 			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add %s %s'", newest.dev.Path, nm.Name, c.dev.Path)
 		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:

@@ -90,7 +90,7 @@ func TestReAdd(t *testing.T) {
 				assert.Equal(t, int64(8), st.LastRecovery.Total, "rows of the 2 dirty regions")
 				assert.Equal(t, int64(8), st.LastRecovery.Done)
 				assert.Equal(t, int64(64), st.LastRecovery.ArrayRows)
-				require.NoError(t, a.Check())
+				checkArray(t, a)
 				r.toggles[s.other].On()
 				requireContent(t, a, want, "re-added member serving for a lost one")
 			})

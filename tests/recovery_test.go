@@ -182,7 +182,7 @@ func TestRecoverRAID0MemberError(t *testing.T) {
 	require.NoError(t, err)
 	const header = 1 << 20
 	require.NoError(t, os.Truncate(arr.members[1], header+2*chunkBytes)) // member 1 keeps rows 0 and 1
-	far := 3 * 10 * chunkBytes                                          // row 10; chunk 31 is on member 1
+	far := 3 * 10 * chunkBytes                                           // row 10; chunk 31 is on member 1
 	out, err := run(t, "qemu-io", "-f", "raw", uri, "-c", fmt.Sprintf("read %d %d", far+chunkBytes, chunkBytes))
 	assert.True(t, err != nil || strings.Contains(out, "Input/output error"), "reading the lost range fails: %s", out)
 	got, _ := readExport(t, uri, 3*chunkBytes*2)

@@ -93,14 +93,14 @@ func TestControlErrorsThroughDaemon(t *testing.T) {
 		err  error
 		want error
 	}{
-		"unknown member": {post("m", "fail", memberRequest{Member: "nope"}), raid.ErrNoMember},
-		"unknown array":  {post("zzz", "fail", memberRequest{Member: "0"}), errNoArray},
-		"not assembled":  {post("gone", "fail", memberRequest{Member: "0"}), errNotAssembled},
-		"active member":  {post("m", "remove", memberRequest{Member: e.paths("a.img")[0]}), raid.ErrBusy},
-		"missing field":  {post("m", "fail", memberRequest{}), errBadRequest},
-		"relative path":  {post("m", "add", memberRequest{Path: "rel.img"}), errBadRequest},
-		"no such device": {post("m", "add", memberRequest{Path: e.paths("none.img")[0]}), os.ErrNotExist},
-		"locked member":  {post("m", "add", memberRequest{Path: e.paths("b.img")[0]}), errMemberHeld},
+		"unknown member":      {post("m", "fail", memberRequest{Member: "nope"}), raid.ErrNoMember},
+		"unknown array":       {post("zzz", "fail", memberRequest{Member: "0"}), errNoArray},
+		"not assembled":       {post("gone", "fail", memberRequest{Member: "0"}), errNotAssembled},
+		"active member":       {post("m", "remove", memberRequest{Member: e.paths("a.img")[0]}), raid.ErrBusy},
+		"missing field":       {post("m", "fail", memberRequest{}), errBadRequest},
+		"relative path":       {post("m", "add", memberRequest{Path: "rel.img"}), errBadRequest},
+		"no such device":      {post("m", "add", memberRequest{Path: e.paths("none.img")[0]}), os.ErrNotExist},
+		"active member added": {post("m", "add", memberRequest{Path: e.paths("b.img")[0]}), raid.ErrBusy},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -7,7 +7,8 @@
 //
 //   - Array is the front door (ReadAt, WriteAt, WriteAtFUA, Sync, Discard,
 //     WriteZeroes, Status, Check, Close, and the member lifecycle: FailMember,
-//     RemoveMember, AddMember, ReplaceMember). It satisfies the nbd package's
+//     FailMemberChecked, RemoveMember, Release, AddMember (which re-adds a
+//     former member over the write-intent bitmap), ReplaceMember). It satisfies the nbd package's
 //     Device interface and its optional capabilities.
 //   - Create writes fresh superblocks; Assemble starts an array from its
 //     members' superblocks, following mdadm's rules (see Assemble).
@@ -38,6 +39,11 @@
 //   - Before the first write after a clean state the superblocks say dirty;
 //     before a write to a bitmap region its bit is on disk on every member.
 //     After a crash only the rows of marked regions are resynchronised.
+//     While a role is out of sync no bit is cleared, so the bitmap covers
+//     everything a failed member missed since Meta.DegradedEvents (re-add).
+//   - Without redundancy (RAID0) a member I/O error fails the request with
+//     ErrIO and is not recorded: marking the member failed would make every
+//     range unreachable.
 //   - Layouts never validate user input, never lock and never change member
 //     states; the Array does all three.
 //

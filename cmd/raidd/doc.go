@@ -2,16 +2,17 @@
 // and 10 arrays and exports each array over NBD.
 //
 //	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--force] MEMBER...
-//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict]
+//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict] [--force-assemble]
 //	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
 //	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]
 //	raidd status  [--config FILE | --control PATH] [--json] [--watch [--interval 1s]] [ARRAY...]
 //	raidd check   [--config FILE | --control PATH] [ARRAY...]
-//	raidd fail    [--config FILE | --control PATH] ARRAY MEMBER
+//	raidd fail    [--config FILE | --control PATH] [--force] ARRAY MEMBER
 //	raidd remove  [--config FILE | --control PATH] ARRAY MEMBER
 //	raidd add     [--config FILE | --control PATH] [--force] ARRAY PATH
 //	raidd replace [--config FILE | --control PATH] [--force] ARRAY OLD NEW
 //	raidd examine [--json] MEMBER...
+//	raidd assemble [--force] MEMBER...
 //	raidd --version
 //
 // This is the only package that imports cobra, pflag and viper, parses

@@ -141,13 +141,29 @@ type Op struct {
 	exts  []stripe.Extent
 	locs  []stripe.Loc
 	bufs  []*[]byte
-	// Shards is scratch space for parity code: a slice with one entry per member.
-	Shards [][]byte
-	// Scratch is a second scratch slice of the same length.
+	// Shards, Scratch and List are scratch slices for the Layout serving the
+	// request, so that parity code need not allocate. The Op owns the
+	// slices; the Layout owns their entries while its call runs.
+	//
+	// Shards and Scratch have one entry per member (len == Members()), are
+	// distinct (they never share a backing array) and are all nil when the
+	// call starts. A Layout may store any buffer in an entry (a Buf, a
+	// slice of the caller's p, its own) and reslice them into locals
+	// (shards := op.Shards[:k]), but must neither append to them nor assign
+	// op.Shards or op.Scratch.
+	//
+	// List starts empty (len 0; its capacity is kept from earlier requests).
+	// A Layout appends to op.List[:0] and stores the result back in op.List
+	// so that the capacity is reused.
+	//
+	// When the op ends every entry of all three is set to nil; the buffers
+	// they pointed to are not touched, but a Buf among them is back in the
+	// pool. So neither the slices nor what they point to may be kept after
+	// the Layout call returns, and entries alias whatever the Layout put in
+	// them: writing through op.Shards[i] writes that buffer.
+	Shards  [][]byte
 	Scratch [][]byte
-	// List is a scratch list of buffers a Layout may append to; it is
-	// emptied when the op ends.
-	List [][]byte
+	List    [][]byte
 
 	gathered    []*gather // writes a coalescing leader performs
 	gatherOrder []int

@@ -32,62 +32,71 @@ type slot struct {
 // array-wide lock on the I/O path: reads of a healthy array take no lock,
 // and writes, degraded reads, resync and rebuild steps take the locks of the
 // stripes they touch, in ascending order. The member set is an immutable
-// View behind an atomic pointer; changes to it are serialized by cfgMu,
-// persisted in the superblocks, then published.
+// View behind an atomic pointer; changes to it are made under commitMu and
+// cfgMu, persisted in the superblocks, then published. The fields are
+// grouped by what guards them; the lock order is in the package doc
+// (Locking). Methods named …Locked expect commitMu and cfgMu held
+// (lockConfig).
 type Array struct {
-	geo       stripe.Geometry
-	layout    Layout
-	log       *slog.Logger
-	readOnly  bool
-	zeroElide bool
-	traits    Traits // the level's policies (locking, coalescing, resync)
+	// Immutable after newArray.
+	geo              stripe.Geometry
+	layout           Layout
+	traits           Traits // the level's policies (locking, coalescing, resync)
+	log              *slog.Logger
+	readOnly         bool
+	zeroElide        bool
+	coalesce         bool
+	cleanDelay       time.Duration
+	clock            clock.Clock // the time of the rate limiter, clean marking and checkpoints
+	minRate, maxRate int64
+	progressInterval time.Duration
+	inlineAbove      int64  // above this many ops in progress, Op.Run does member I/O inline
+	zero             []byte // a chunk of zeroes, never written
+	bitmap           *bitmap
+	reqs             chan *ioReq // member I/O for the workers; closed by Close
+	ctx              context.Context
+	cancel           context.CancelFunc // cancels ctx: Close, the parent of background jobs
+	opPool           sync.Pool
+	bufPool          sync.Pool
+	widthPool        sync.Pool // stripe-width buffers for coalesced writes
 
-	view  atomic.Pointer[View]
-	locks stripe.Locks
+	// Lifecycle (see enter, goBackground and Close). closed is set under
+	// lifeMu and read atomically; bg.Add is only called under lifeMu while
+	// closed is false, so Close's bg.Wait sees every job.
+	lifeMu  sync.Mutex
+	closed  atomic.Bool
+	calls   atomic.Int64  // calls in progress (enter/leave)
+	drained chan struct{} // poked by the leave that ends the last call after Close began
+	bg      sync.WaitGroup
+	workers sync.WaitGroup
 
-	cfgMu sync.Mutex // serializes member-state changes and superblock updates
-	meta  *superblock.Meta
-	slots map[[16]byte]*slot // present members by UUID
-	dead  []*slot            // present devices not in use (stale, rejected)
+	// Configuration: written with commitMu and cfgMu held, read with either.
+	commitMu sync.Mutex
+	cfgMu    sync.Mutex
+	meta     *superblock.Meta
+	slots    map[[16]byte]*slot        // present members by UUID
+	dead     []*slot                   // present devices not in use (stale, rejected)
+	job      *recovery                 // the running rebuild or replace
+	lastJob  *recovery                 // the job started last, for status
+	retired  []*slot                   // members replaced away, closed at Close
+	snap     atomic.Pointer[tableSnap] // the table at the end of the last change, for Status
 
+	// Lock-free state.
+	view        atomic.Pointer[View]
+	locks       stripe.Locks
 	inflight    atomic.Int64 // writes in progress (dirty/clean protocol)
 	dirty       atomic.Bool  // the superblocks say dirty
 	lastWrite   atomic.Int64 // unix nanoseconds
-	cleanDelay  time.Duration
-	clock       clock.Clock // the time of the rate limiter, clean marking and checkpoints
 	resyncing   atomic.Bool
 	resyncRow   atomic.Int64 // rows done
 	resyncTotal atomic.Int64
-	ops         atomic.Int64 // calls in progress, for Close
-	closed      atomic.Bool
-
-	reqs    chan *ioReq
-	workers sync.WaitGroup
-	bg      sync.WaitGroup
-	ctx     context.Context // cancelled by Close; parent of background jobs
-	cancel  context.CancelFunc
-
-	job              *recovery // guarded by cfgMu
-	lastJob          *recovery // the job started last, for status; guarded by cfgMu
-	retired          []*slot   // members replaced away, closed at Close; guarded by cfgMu
-	bitmap           *bitmap
-	ev               eventLog
-	minRate, maxRate int64
-	progressInterval time.Duration
-	clientOps        atomic.Int64
-	active           atomic.Int64 // ops in progress
-	inlineAbove      int64        // above this many ops in progress, Op.Run does member I/O inline
-
-	opPool    sync.Pool
-	bufPool   sync.Pool
-	widthPool sync.Pool // stripe-width buffers for coalesced writes
-	coalesce  bool
-	gq        [gatherSlots]gatherQueue
-	ends      [recentEnds]atomic.Int64 // recent write ends, to recognise streams
-	endNext   atomic.Uint32
-	zero      []byte
-
-	stats struct {
+	clientOps   atomic.Int64
+	active      atomic.Int64 // ops in progress
+	gq          [gatherSlots]gatherQueue
+	ends        [recentEnds]atomic.Int64 // recent write ends, to recognise streams
+	endNext     atomic.Uint32
+	ev          eventLog // its own mutex
+	stats       struct {
 		clientWritten atomic.Int64
 		clientZeroed  atomic.Int64
 		clientRead    atomic.Int64
@@ -141,6 +150,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	a.inlineAbove = int64(2 * runtime.GOMAXPROCS(0))
 	a.bitmap = newBitmap(int64(meta.BitmapRegion), geo.Chunk(), geo.MemberSize())
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.drained = make(chan struct{}, 1)
 	a.startEvents(o.OnEvent)
 	chunk := geo.Chunk()
 	a.bufPool.New = func() any { b := make([]byte, chunk); return &b }
@@ -173,6 +183,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		}()
 	}
 	a.publishLocked()
+	a.snapshotLocked()
 	return a, nil
 }
 
@@ -192,15 +203,13 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 		}
 		a.resyncTotal.Store(total)
 		a.resyncing.Store(true)
-		a.bg.Add(1)
-		go func() { defer a.bg.Done(); a.resync(ctx, plan, total) }()
+		a.goBackground(func() { a.resync(ctx, plan, total) })
 	}
 	if a.cleanDelay > 0 {
-		a.bg.Add(1)
-		go func() { defer a.bg.Done(); a.cleaner(ctx) }()
+		a.goBackground(func() { a.cleaner(ctx) })
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	if resume != nil {
 		a.startJobLocked(jobRebuild, int(a.meta.RebuildRole), resume, resumeRow)
 	}
@@ -251,17 +260,80 @@ func (a *Array) putOp(op *Op) {
 	a.active.Add(-1)
 }
 
-// enter and leave bracket every call, so that Close can wait for them.
+// lockConfig takes the locks for a change of the member table: commitMu,
+// then cfgMu.
+func (a *Array) lockConfig() {
+	a.commitMu.Lock()
+	a.cfgMu.Lock()
+}
+
+// unlockConfig records the table for Status and releases the locks.
+func (a *Array) unlockConfig() {
+	a.snapshotLocked()
+	a.cfgMu.Unlock()
+	a.commitMu.Unlock()
+}
+
+// enter and leave bracket every public call, so that Close can wait for
+// them; enter fails with ErrClosed once Close has begun. A call increments
+// calls before it loads closed, and Close stores closed before it loads
+// calls: with sequentially consistent atomics either the call sees closed
+// and backs out, or Close sees the call and waits for its leave, which then
+// sees closed and wakes Close.
 func (a *Array) enter() error {
-	a.ops.Add(1)
+	a.calls.Add(1)
 	if a.closed.Load() {
-		a.ops.Add(-1)
+		a.leave()
 		return ErrClosed
 	}
 	return nil
 }
 
-func (a *Array) leave() { a.ops.Add(-1) }
+func (a *Array) leave() {
+	if a.calls.Add(-1) == 0 && a.closed.Load() {
+		select {
+		case a.drained <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// goBackground runs fn as a background job that Close waits for. It
+// returns false, without running fn, once Close has begun.
+func (a *Array) goBackground(fn func()) bool {
+	a.lifeMu.Lock()
+	defer a.lifeMu.Unlock()
+	if a.closed.Load() {
+		return false
+	}
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		fn()
+	}()
+	return true
+}
+
+// shutdown stops the array's activity, in this order: no new call is
+// accepted and no new background job starts (closed); background work is
+// told to stop (ctx); the calls in progress finish (a call may be a step of
+// a background job, or start one: goBackground refuses it); then the
+// background jobs end. It reports false if the array was already closed.
+func (a *Array) shutdown() bool {
+	a.lifeMu.Lock()
+	if a.closed.Load() {
+		a.lifeMu.Unlock()
+		return false
+	}
+	a.closed.Store(true)
+	a.lifeMu.Unlock()
+	a.cancel()
+	for a.calls.Load() != 0 {
+		<-a.drained
+	}
+	a.bg.Wait()
+	return true
+}
 
 // Size returns the array size in bytes.
 func (a *Array) Size() int64 { return a.geo.Size() }
@@ -275,20 +347,15 @@ func (a *Array) Name() string { return a.meta.Name }
 // ReadOnly reports whether the array rejects writes.
 func (a *Array) ReadOnly() bool { return a.readOnly }
 
-// Close stops background work, waits for calls in flight, makes every
-// write durable, marks the array clean (unless a resync is unfinished) and
-// closes the members. It returns the first error; the members are closed
-// regardless.
+// Close stops the array: it refuses new calls, stops background work,
+// waits for the calls in flight and then for the background jobs, makes
+// every write durable, marks the array clean (unless a resync is
+// unfinished) and closes the members. It returns the first error; the
+// members are closed regardless. Calls after Close (and a second Close)
+// fail with ErrClosed.
 func (a *Array) Close() error {
-	if a.closed.Swap(true) {
+	if !a.shutdown() {
 		return ErrClosed
-	}
-	if a.cancel != nil {
-		a.cancel()
-	}
-	a.bg.Wait()
-	for a.ops.Load() != 0 {
-		time.Sleep(time.Millisecond)
 	}
 	var errs []error
 	if !a.readOnly && !a.view.Load().failed {
@@ -298,8 +365,8 @@ func (a *Array) Close() error {
 	}
 	close(a.reqs)
 	a.workers.Wait()
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	for _, s := range a.slots {
 		if err := s.dev.Close(); err != nil && !errors.Is(err, io.EOF) {
 			errs = append(errs, err)

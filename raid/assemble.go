@@ -131,10 +131,10 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cfgMu.Lock()
+	a.lockConfig()
 	err = a.commitLocked()
 	a.dirty.Store(needResync)
-	a.cfgMu.Unlock()
+	a.unlockConfig()
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("raid: create: write superblocks: %w", err)
@@ -358,12 +358,25 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		return nil, err
 	}
 	if a.bitmap != nil {
+		// A region is dirty if any member in use says so: a member added
+		// after its bit was set (a claimed spare) or a commit that reached
+		// only some members before a crash holds fewer bits than the others.
 		img := make([]byte, len(a.bitmap.image))
 		if _, err := newest.dev.Member.ReadAt(img, superblock.BitmapOffset); err != nil {
 			a.Close()
-			return nil, fmt.Errorf("%w: %s: read write-intent bitmap: %v", ErrCorrupt, newest.dev.Path, err)
+			return nil, fmt.Errorf("raid: assemble %q: read the write-intent bitmap of %s: %w", meta.Name, newest.dev.Path, err)
 		}
 		a.bitmap.load(img)
+		for _, s := range slots {
+			if s.dev == newest.dev.Member {
+				continue
+			}
+			if _, err := s.dev.ReadAt(img, superblock.BitmapOffset); err == nil {
+				a.bitmap.load(img)
+			} else {
+				a.log.Warn("cannot read a member's write-intent bitmap; using the others'", "path", s.path, "err", err)
+			}
+		}
 	}
 	if resume != nil && unclean && a.bitmap != nil {
 		// Writes in flight at the crash may have torn rows below the
@@ -374,13 +387,13 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	} else if resume != nil && unclean {
 		resumeRow = 0
 	}
-	a.cfgMu.Lock()
+	a.lockConfig()
 	if unclean {
 		a.dirty.Store(true)
 	}
 	err = a.commitLocked()
 	a.publishLocked()
-	a.cfgMu.Unlock()
+	a.unlockConfig()
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)

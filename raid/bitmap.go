@@ -184,8 +184,8 @@ func (a *Array) persistBitmap() error {
 			return errors.Join(ErrFailed, err)
 		}
 		// A member that cannot take its bitmap is not trusted after a crash:
-		// fail it now. (Lock order: b.mu, then cfgMu; nothing takes them the
-		// other way round.)
+		// fail it now. (Lock order: b.mu, then the configuration locks; see
+		// the package doc.)
 		var mask uint64
 		roleErrs := make([]error, len(v.devs))
 		for m := range v.devs {
@@ -195,9 +195,9 @@ func (a *Array) persistBitmap() error {
 			}
 		}
 		if mask != 0 {
-			a.cfgMu.Lock()
+			a.lockConfig()
 			a.markFailedLocked(v, mask, roleErrs)
-			a.cfgMu.Unlock()
+			a.unlockConfig()
 		}
 	}
 	return nil

@@ -72,7 +72,7 @@ func (a *Array) Check() (CheckResult, error) {
 	var bad []error
 	var other error
 	for row := int64(0); row < a.geo.Rows(); row++ {
-		if a.closed.Load() {
+		if a.ctx.Err() != nil { // Close has begun
 			return res, errors.Join(a.checkError(res, bad), ErrClosed)
 		}
 		first, last := a.geo.RowStripes(row)

@@ -8,26 +8,28 @@ import (
 	"github.com/raidd/raidd/raid/superblock"
 )
 
-// commitLocked bumps the event counter and writes the table to every member that
-// is in use, syncing each. A member whose superblock cannot be written is
-// marked failed, the commit is retried without it, and the View is
-// republished so that I/O stops using it. Callers hold cfgMu.
+// commitLocked bumps the event counter and writes the table to every
+// member that is in use, syncing each. A member whose superblock cannot be
+// written is marked failed, the commit is retried without it, and the View
+// is republished so that I/O stops using it. Callers hold commitMu and
+// cfgMu; commitLocked releases cfgMu while it writes and holds it again
+// when it returns, so that readers of the table never wait for member I/O.
+// commitMu keeps the table unchanged meanwhile and orders the commits.
 func (a *Array) commitLocked() error {
 	if a.readOnly {
 		return nil
+	}
+	type write struct {
+		i    int
+		s    *slot
+		meta *superblock.Meta
 	}
 	failed := false // members were marked failed: the View must follow
 	for {
 		a.meta.Events++
 		a.meta.UpdateTime = time.Now().UnixNano()
 		a.noteDegradedLocked()
-		var (
-			wg     sync.WaitGroup
-			mu     sync.Mutex
-			bad    []int
-			errs   []error
-			writes int
-		)
+		var writes []write
 		for i, mi := range a.meta.Members {
 			s := a.slots[mi.UUID]
 			if s == nil || (mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding && mi.State != superblock.MemberSpare) {
@@ -35,41 +37,50 @@ func (a *Array) commitLocked() error {
 			}
 			m := a.meta.Clone()
 			m.Role, m.MemberUUID = mi.Role, mi.UUID
-			writes++
+			writes = append(writes, write{i, s, m})
+		}
+		results := make([]error, len(writes))
+		a.cfgMu.Unlock()
+		var wg sync.WaitGroup
+		for k, w := range writes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := superblock.Write(s.dev, m)
+				err := superblock.Write(w.s.dev, w.meta)
 				if err == nil {
-					err = s.dev.Sync()
+					err = w.s.dev.Sync()
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					bad = append(bad, i)
-					errs = append(errs, &MemberError{Op: "superblock", Member: int(mi.Role), Path: s.path, Offset: -1, Err: err})
-					return
-				}
-				s.events = m.Events
+				results[k] = err
 			}()
 		}
 		wg.Wait()
-		if len(bad) == 0 {
+		a.cfgMu.Lock()
+		var errs []error
+		for k, w := range writes {
+			if results[k] == nil {
+				w.s.events = w.meta.Events
+				continue
+			}
+			errs = append(errs, &MemberError{Op: "superblock", Member: int(w.meta.Role), Path: w.s.path, Offset: -1, Err: results[k]})
+		}
+		if len(errs) == 0 {
 			if failed {
 				a.publishLocked() // stop using the members recorded as failed
 			}
 			return nil
 		}
-		for _, i := range bad {
-			mi := &a.meta.Members[i]
-			s := a.slots[mi.UUID]
-			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", s.path, "err", errors.Join(errs...))
+		for k, w := range writes {
+			if results[k] == nil {
+				continue
+			}
+			mi := &a.meta.Members[w.i]
+			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", w.s.path, "err", results[k])
 			mi.State = superblock.MemberFailed
-			s.note = "superblock write failed"
-			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: s.path, Detail: s.note})
+			w.s.note = "superblock write failed"
+			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: w.s.path, Detail: w.s.note})
 		}
 		failed = true
-		if len(bad) == writes {
+		if len(errs) == len(writes) {
 			a.publishLocked()
 			return errors.Join(errs...)
 		}
@@ -84,13 +95,14 @@ func (a *Array) handleFailures(op *Op) {
 		a.keepMembers(op.memberErrors())
 		return
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	a.markFailedLocked(op.v, op.failed, op.errs[:])
 }
 
 // markFailedLocked records the members in mask (roles of view v) as failed,
-// commits and publishes. errs is indexed by role. Callers hold cfgMu.
+// commits and publishes. errs is indexed by role. Callers hold commitMu and
+// cfgMu.
 func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	changed := false
 	for m := 0; m < a.geo.Members(); m++ {
@@ -143,11 +155,13 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	a.claimSparesLocked()
 }
 
-// syncMembersLocked fdatasyncs every writable member in parallel. A member that
-// fails to sync is marked failed; the error is returned only if the array
-// has failed. Callers hold cfgMu.
+// syncMembersLocked fdatasyncs every writable member in parallel. A member
+// that fails to sync is marked failed; the error is returned only if the
+// array has failed. Callers hold commitMu and cfgMu; cfgMu is released
+// while the members sync.
 func (a *Array) syncMembersLocked() error {
 	v := a.view.Load()
+	a.cfgMu.Unlock()
 	var wg sync.WaitGroup
 	errs := make([]error, len(v.devs))
 	var mask uint64
@@ -165,6 +179,7 @@ func (a *Array) syncMembersLocked() error {
 		}()
 	}
 	wg.Wait()
+	a.cfgMu.Lock()
 	for m, err := range errs {
 		if err != nil {
 			mask |= 1 << uint(m)

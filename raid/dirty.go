@@ -16,8 +16,8 @@ func (a *Array) beginWrite() error {
 	if a.dirty.Load() {
 		return nil
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	if a.view.Load().failed {
 		// A failed array takes no writes: leave its state as it is.
 		a.inflight.Add(-1)
@@ -45,10 +45,10 @@ func (a *Array) endWrite() {
 // it loads dirty; tryClean stores dirty=false before it loads inflight. With
 // sequentially consistent atomics, either tryClean sees the writer and backs
 // off, or the writer sees dirty=false and takes the slow path, which waits
-// for cfgMu and marks the array dirty again before writing.
+// for the configuration locks and marks the array dirty again before writing.
 func (a *Array) tryClean() error {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	if !a.dirty.Load() || a.resyncing.Load() || a.view.Load().failed {
 		return nil // a failed array stays dirty: nobody knows what its stripes hold
 	}

@@ -27,9 +27,9 @@
 //     they touch, in ascending order; reads of a healthy array take none.
 //     Mirror writes are locked too, so overlapping writes reach every copy in
 //     the same order and mirrors never diverge.
-//   - Member-state changes are serialized by one configuration mutex,
-//     persisted in the superblocks of every member in use (event counter
-//     bumped, synced), and only then published as a new View.
+//   - Member-state changes are serialized (commitMu), persisted in the
+//     superblocks of every member in use (event counter bumped, synced), and
+//     only then published as a new View.
 //   - A member that fails during a request is recorded as failed on the
 //     survivors before that request is acknowledged; the request is
 //     completed from redundancy while the level tolerates the loss.
@@ -59,4 +59,27 @@
 // Every exported method of Array may be called from many goroutines.
 // Background work (clean marking, bitmap cleaning, resync, rebuild,
 // replace, event hooks) is owned by the Array and stops in Close.
+//
+// # Locking
+//
+// Locks are taken in this order, never the other way round (any may be
+// skipped):
+//
+//	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu
+//
+// The stripe locks (stripe.Locks) serialize work on a stripe. bitmap.mu
+// serializes write-intent bitmap updates. commitMu serializes changes of the
+// member table and their superblock writes; it is held across member I/O,
+// so that commits reach the members in order (an older table never
+// overwrites a newer one) and a member failure is on disk before the request
+// that saw it is acknowledged. cfgMu guards the member table in memory and
+// is never held across member I/O (commitLocked releases it while it
+// writes): the table is written with both held and read with either, so
+// Status, which takes cfgMu only, never waits for a stalled member. lifeMu
+// orders starting a background job against Close. The others are leaves.
+//
+// Close runs in this order: new calls and new background jobs are refused;
+// background work is cancelled; the calls in flight finish (Close waits for
+// the last one to leave, without polling); the background jobs finish; then
+// every member is synced, the array is marked clean and the members closed.
 package raid

@@ -12,8 +12,8 @@ func WithClock(o Options, c clock.Clock) Options {
 
 // FailRole marks role m failed as if an I/O error had hit it (tests only).
 func (a *Array) FailRole(m int, err error) {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	errs := make([]error, a.geo.Members())
 	errs[m] = err
 	a.markFailedLocked(a.view.Load(), 1<<uint(m), errs)
@@ -22,11 +22,7 @@ func (a *Array) FailRole(m int, err error) {
 // Abandon stops the array as a power cut would: no sync, no clean marking,
 // members left open (tests only).
 func (a *Array) Abandon() {
-	a.closed.Store(true)
-	a.cancel()
-	a.bg.Wait()
-	for a.ops.Load() != 0 {
-	}
+	a.shutdown()
 	close(a.reqs)
 	a.workers.Wait()
 	a.stopEvents()

@@ -3,6 +3,7 @@ package raid
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,7 +22,8 @@ var ErrBusy = errors.New("raid: member change not possible now")
 // index; the slot is nil for members whose device is absent. A dead
 // (stale) member is found with index -1 and its dead slot. A role number
 // names the member that holds the role, or, when none does, the failed
-// member that last held it. Callers hold cfgMu.
+// member that last held it. Callers hold commitMu or cfgMu (it only reads
+// the table).
 func (a *Array) findLocked(id string) (int, *slot, error) {
 	for i, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
@@ -102,11 +104,15 @@ func (a *Array) FailMember(id string) error { return a.FailMemberChecked(id, tru
 // an active member whose loss would leave the array with more members
 // missing than its level tolerates, unless force is set.
 func (a *Array) FailMemberChecked(id string, force bool) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
 	if a.readOnly {
 		return ErrReadOnly
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	i, s, err := a.findLocked(id)
 	if err != nil {
 		return err
@@ -146,11 +152,15 @@ func (a *Array) FailMemberChecked(id string, force bool) error {
 // member table and its device is closed (mdadm --remove). Active members
 // must be failed first.
 func (a *Array) RemoveMember(id string) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
 	if a.readOnly {
 		return ErrReadOnly
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	i, s, err := a.findLocked(id)
 	if err != nil {
 		return err
@@ -203,8 +213,12 @@ func (a *Array) RemoveMember(id string) error {
 // at path, and ErrBusy when the device is in use (active, rebuilding,
 // spare or being copied onto).
 func (a *Array) Release(path string) error {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	a.lockConfig()
+	defer a.unlockConfig()
 	for k, d := range a.dead {
 		if d.path == path {
 			a.dead = append(a.dead[:k], a.dead[k+1:]...)
@@ -242,9 +256,16 @@ func (a *Array) Release(path string) error {
 // another array's superblock is refused unless force is set. The device is
 // owned by the array from then on, also when AddMember fails.
 func (a *Array) AddMember(dev Device, force bool) error {
+	if err := a.enter(); err != nil {
+		_ = dev.Member.Close()
+		return err
+	}
+	defer a.leave()
+	a.commitMu.Lock()
+	defer a.unlockCommit()
 	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
 	ok, why, err := a.reAddLocked(dev)
+	a.cfgMu.Unlock()
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
@@ -252,7 +273,7 @@ func (a *Array) AddMember(dev Device, force bool) error {
 	if ok {
 		return nil
 	}
-	s, err := a.addSpareLocked(dev, force)
+	s, err := a.addSpare(dev, force)
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
@@ -262,13 +283,16 @@ func (a *Array) AddMember(dev Device, force bool) error {
 		detail = "full rebuild: " + why
 	}
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: detail})
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
 	a.claimSparesLocked()
 	return nil
 }
 
 // reAddLocked re-adds dev in its former role if its superblock and the bitmap
 // allow it. It reports whether it did; when it did not and dev is a former
-// member of the array, why says what prevented it. Callers hold cfgMu.
+// member of the array, why says what prevented it. Callers hold commitMu
+// and cfgMu.
 func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 	if a.readOnly || a.geo.Tolerance() == 0 {
 		return false, "", nil // addSpare says why
@@ -323,7 +347,7 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 
 // reAddBlockerLocked returns why dev, a former member of the array whose
 // superblock is old, cannot be re-added with a bitmap-limited resync, or
-// "" if it can. Callers hold cfgMu.
+// "" if it can. Callers hold commitMu or cfgMu.
 func (a *Array) reAddBlockerLocked(dev Device, old *superblock.Meta) string {
 	switch {
 	case a.bitmap == nil:
@@ -363,8 +387,10 @@ func (a *Array) reAddBlockerLocked(dev Device, old *superblock.Meta) string {
 	return ""
 }
 
-// addSpare validates dev and records it as a spare. Callers hold cfgMu.
-func (a *Array) addSpareLocked(dev Device, force bool) (*slot, error) {
+// addSpare validates dev and records it as a spare. Callers hold commitMu
+// but not cfgMu: the device's superblock is read and erased holding
+// commitMu only, and cfgMu is taken for the change and its commit.
+func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 	if a.readOnly {
 		return nil, ErrReadOnly
 	}
@@ -380,48 +406,70 @@ func (a *Array) addSpareLocked(dev Device, force bool) (*slot, error) {
 	if dev.Member.Size() < need {
 		return nil, fmt.Errorf("%w: %s is %d bytes; the array needs %d per member", ErrBusy, dev.Path, dev.Member.Size(), need)
 	}
+	var (
+		staleDev  *slot    // the device, still open, if it was left out at assembly
+		dropEntry [16]byte // its failed or removed table entry, if any
+		drop      bool
+	)
 	old, err := superblock.Read(dev.Member)
 	switch {
 	case err == nil && old.ArrayUUID == a.meta.ArrayUUID:
 		// A former member of this array: its contents are not trusted.
-		for k, d := range a.dead {
+		for _, d := range a.dead {
 			if d.uuid == old.MemberUUID {
-				_ = d.dev.Close()
-				a.dead = append(a.dead[:k], a.dead[k+1:]...)
+				staleDev = d
 				break
 			}
 		}
-		for k, mi := range a.meta.Members {
-			if mi.UUID == old.MemberUUID && (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved) {
-				a.meta.Members = append(a.meta.Members[:k], a.meta.Members[k+1:]...)
+		for _, mi := range a.meta.Members {
+			if mi.UUID != old.MemberUUID {
+				continue
+			}
+			if mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved {
+				dropEntry, drop = mi.UUID, true
 				break
 			}
-			if mi.UUID == old.MemberUUID && a.slots[mi.UUID] != nil {
+			if a.slots[mi.UUID] != nil {
 				return nil, fmt.Errorf("%w: %s is already member %s", ErrBusy, dev.Path, superblock.FormatUUID(mi.UUID))
 			}
 		}
 	case err == nil && !force:
 		return nil, fmt.Errorf("%w: %s is member %d of array %q (uuid %s); pass --force to take it", ErrInUse, dev.Path, old.Role, old.Name, superblock.FormatUUID(old.ArrayUUID))
 	case err != nil && !errors.Is(err, superblock.ErrNoMagic) && !force:
-		return nil, fmt.Errorf("%w: %s carries a damaged raidd superblock (%v); pass --force to take it", ErrInUse, dev.Path, err)
+		return nil, fmt.Errorf("%w: %s carries a damaged raidd superblock (%w); pass --force to take it", ErrInUse, dev.Path, err)
 	}
-	if len(a.meta.Members) >= superblock.MaxMembers {
-		// Forget failed members whose devices are gone to make room.
-		kept := a.meta.Members[:0]
+	// When the table is full, failed members whose devices are gone are
+	// forgotten to make room.
+	entries, compact := 0, false
+	for _, mi := range a.meta.Members {
+		if !drop || mi.UUID != dropEntry {
+			entries++
+		}
+	}
+	if entries >= superblock.MaxMembers {
+		compact, entries = true, 0
 		for _, mi := range a.meta.Members {
-			if mi.State == superblock.MemberFailed && a.slots[mi.UUID] == nil {
+			if (drop && mi.UUID == dropEntry) || (mi.State == superblock.MemberFailed && a.slots[mi.UUID] == nil) {
 				continue
 			}
-			kept = append(kept, mi)
+			entries++
 		}
-		a.meta.Members = kept
-		if len(a.meta.Members) >= superblock.MaxMembers {
+		if entries >= superblock.MaxMembers {
 			return nil, fmt.Errorf("%w: the member table is full (%d entries); remove failed members first", ErrBusy, superblock.MaxMembers)
 		}
 	}
 	if err := superblock.Erase(dev.Member); err != nil {
 		return nil, fmt.Errorf("raid: add %s: %w", dev.Path, err)
 	}
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if staleDev != nil {
+		_ = staleDev.dev.Close()
+		a.dead = slices.DeleteFunc(a.dead, func(d *slot) bool { return d == staleDev })
+	}
+	a.meta.Members = slices.DeleteFunc(a.meta.Members, func(mi superblock.MemberInfo) bool {
+		return (drop && mi.UUID == dropEntry) || (compact && mi.State == superblock.MemberFailed && a.slots[mi.UUID] == nil)
+	})
 	u := superblock.NewUUID()
 	s := &slot{dev: dev.Member, path: dev.Path, uuid: u, writeMostly: dev.WriteMostly}
 	a.slots[u] = s
@@ -441,8 +489,13 @@ func (a *Array) addSpareLocked(dev Device, force bool) (*slot, error) {
 // while the copy runs. If the old member fails during the copy, the
 // replacement is rebuilt from redundancy from where the copy was.
 func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	if err := a.enter(); err != nil {
+		_ = dev.Member.Close()
+		return err
+	}
+	defer a.leave()
+	a.commitMu.Lock()
+	defer a.unlockCommit()
 	i, old, err := a.findLocked(id)
 	if err == nil && (i < 0 || old == nil || a.meta.Members[i].State != superblock.MemberActive) {
 		err = fmt.Errorf("%w: %s is not an active member", ErrBusy, id)
@@ -455,13 +508,17 @@ func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 		return err
 	}
 	role := int(a.meta.Members[i].Role)
-	s, err := a.addSpareLocked(dev, force)
+	s, err := a.addSpare(dev, force)
 	if err != nil {
 		_ = dev.Member.Close()
 		return err
 	}
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: "replacement for " + old.path})
-	a.startJobLocked(jobReplace, role, s, 0)
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if !a.startJobLocked(jobReplace, role, s, 0) {
+		return fmt.Errorf("%w: %s stays a spare; the replace did not start", ErrClosed, dev.Path)
+	}
 	return nil
 }
 
@@ -479,7 +536,7 @@ func (a *Array) keepMembers(err error) {
 // noteDegradedLocked keeps meta.DegradedEvents for the update being committed:
 // 0 while every role holds an active member whose device is present, and
 // otherwise the event of the update that first found a role out of sync.
-// Callers hold cfgMu.
+// Callers hold commitMu and cfgMu.
 func (a *Array) noteDegradedLocked() {
 	var inSync uint64
 	for _, mi := range a.meta.Members {

@@ -26,7 +26,8 @@ func (k jobKind) String() string {
 }
 
 // recovery is the one rebuild or replace running on an array. Its fields
-// other than row and the throttle state are guarded by cfgMu.
+// other than row and the throttle state are guarded like the member table
+// (written under commitMu and cfgMu, read under either).
 type recovery struct {
 	kind   jobKind
 	role   int
@@ -55,9 +56,9 @@ const jobWorkers = 2
 var errJobChanged = errors.New("raid: recovery job changed")
 
 // claimSparesLocked starts a rebuild onto a spare when a role is missing and no
-// job runs. Callers hold cfgMu.
+// job runs. Callers hold commitMu and cfgMu.
 func (a *Array) claimSparesLocked() {
-	if a.job != nil || a.readOnly || a.closed.Load() || a.ctx == nil {
+	if a.job != nil || a.readOnly || a.closed.Load() {
 		return
 	}
 	v := a.view.Load()
@@ -92,42 +93,50 @@ func (a *Array) claimSparesLocked() {
 	}
 }
 
-// startJob launches a recovery job from row. Callers hold cfgMu.
-func (a *Array) startJobLocked(kind jobKind, role int, target *slot, row int64) {
+// startJobLocked launches a recovery job from row. Once Close has begun
+// it starts nothing (the table keeps the job's role and checkpoint, so the
+// next assembly resumes it) and returns false. Callers hold commitMu and
+// cfgMu.
+func (a *Array) startJobLocked(kind jobKind, role int, target *slot, row int64) bool {
 	j := &recovery{kind: kind, role: role, target: target, first: row, planned: a.geo.Rows() - row}
-	a.runJobAsyncLocked(j, fmt.Sprintf("from row %d of %d", row, a.geo.Rows()))
+	return a.runJobAsyncLocked(j, fmt.Sprintf("from row %d of %d", row, a.geo.Rows()))
 }
 
-// startReAddLocked launches the rebuild of a re-added member that resyncs only
-// the rows of the given bitmap regions. Callers hold cfgMu.
-func (a *Array) startReAddLocked(role int, target *slot, regions []int64) {
+// startReAddLocked launches the rebuild of a re-added member that resyncs
+// only the rows of the given bitmap regions. Callers hold commitMu and
+// cfgMu.
+func (a *Array) startReAddLocked(role int, target *slot, regions []int64) bool {
 	j := &recovery{kind: jobRebuild, role: role, target: target, regions: make([]bool, a.bitmap.n)}
 	per, rows := int64(1)<<a.bitmap.rowShift, a.geo.Rows()
 	for _, r := range regions {
 		j.regions[r] = true
 		j.planned += min((r+1)*per, rows) - r*per
 	}
-	a.runJobAsyncLocked(j, fmt.Sprintf("re-add: %d of %d rows (the write-intent bitmap's dirty regions)", j.planned, rows))
+	return a.runJobAsyncLocked(j, fmt.Sprintf("re-add: %d of %d rows (the write-intent bitmap's dirty regions)", j.planned, rows))
 }
 
-// runJobAsyncLocked starts j. Callers hold cfgMu.
-func (a *Array) runJobAsyncLocked(j *recovery, detail string) {
+// runJobAsyncLocked starts j, unless Close has begun (then it returns
+// false). Callers hold commitMu and cfgMu.
+func (a *Array) runJobAsyncLocked(j *recovery, detail string) bool {
 	ctx, cancel := context.WithCancel(a.ctx)
 	j.start, j.cancel = time.Now(), cancel
 	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
 	j.row.Store(j.first)
+	prevLast := a.lastJob
 	a.job, a.lastJob = j, j
+	// The job's first step waits for cfgMu, so it sees the View published below.
+	if !a.goBackground(func() { a.runJob(ctx, j) }) {
+		a.job, a.lastJob = nil, prevLast
+		cancel()
+		return false
+	}
 	a.publishLocked()
 	kindEv := EventRebuildStarted
 	if j.kind == jobReplace {
 		kindEv = EventReplaceStarted
 	}
 	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
-	a.bg.Add(1)
-	go func() {
-		defer a.bg.Done()
-		a.runJob(ctx, j)
-	}()
+	return true
 }
 
 // runJob runs the job's workers; worker w does rows first+w, first+w+W, ...
@@ -326,14 +335,16 @@ func (a *Array) rowHasData(v *View, row int64, skip int) bool {
 // checkpoint makes the rebuilt rows durable and records the position in
 // the superblocks, so a restart resumes there.
 func (a *Array) checkpoint(j *recovery, row int64) {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.commitMu.Lock()
+	defer a.unlockCommit()
 	if a.job != j || j.kind != jobRebuild {
 		return
 	}
-	if err := j.target.dev.Sync(); err != nil {
+	if err := j.target.dev.Sync(); err != nil { // under commitMu only: Status does not wait for it
 		return // the next write to it fails it
 	}
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
 	a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
 	if err := a.commitLocked(); err != nil {
 		a.log.Warn("cannot record rebuild checkpoint", "err", err)
@@ -344,12 +355,15 @@ func (a *Array) checkpoint(j *recovery, row int64) {
 
 // stopJob ends a job early, keeping its checkpoint.
 func (a *Array) stopJob(j *recovery, row int64, why string) {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.commitMu.Lock()
+	defer a.unlockCommit()
 	if a.job != j {
 		return
 	}
-	if j.kind == jobRebuild && j.target.dev.Sync() == nil && a.meta.RebuildRole == int32(j.role) {
+	synced := j.kind == jobRebuild && j.target.dev.Sync() == nil // under commitMu only
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if synced && a.meta.RebuildRole == int32(j.role) {
 		a.meta.RebuildCheckpoint = uint64(row * a.geo.Chunk())
 		if err := a.commitLocked(); err != nil {
 			a.log.Warn("cannot record rebuild checkpoint", "err", err)
@@ -363,12 +377,15 @@ func (a *Array) stopJob(j *recovery, row int64, why string) {
 
 // finishJob makes the rebuilt or copied member a full member.
 func (a *Array) finishJob(j *recovery) {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.commitMu.Lock()
+	defer a.unlockCommit()
 	if a.job != j {
 		return
 	}
-	if err := j.target.dev.Sync(); err != nil {
+	err := j.target.dev.Sync() // under commitMu only
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if err != nil {
 		a.job = nil
 		j.cancel()
 		a.publishLocked()
@@ -444,8 +461,8 @@ func (a *Array) isDeadLocked(uuid [16]byte) bool {
 
 // replaceFailed abandons a replace whose new member failed.
 func (a *Array) replaceFailed(v *View, role int, err error) {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	a.lockConfig()
+	defer a.unlockConfig()
 	j := a.job
 	if j == nil || j.kind != jobReplace || j.role != role || v.repl[role] != j.target.dev {
 		return
@@ -467,7 +484,8 @@ func (a *Array) replaceFailed(v *View, role int, err error) {
 
 // promoteReplacementLocked turns a replace whose old member failed into a rebuild
 // of the replacement from the row the copy had reached: every row before it
-// was copied, and every write since went to both. Callers hold cfgMu.
+// was copied, and every write since went to both. Callers hold commitMu
+// and cfgMu.
 func (a *Array) promoteReplacementLocked(role int) bool {
 	j := a.job
 	if j == nil || j.kind != jobReplace || j.role != role {

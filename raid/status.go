@@ -108,16 +108,17 @@ type Stats struct {
 	WriteAmplification float64 `json:"write_amplification"`
 }
 
-// Status returns a snapshot. It is safe to call at any time.
+// Status returns a snapshot. It is safe to call at any time and never
+// waits for member I/O: the member table it reports is the one recorded at
+// the end of the last configuration change (see snapshot.go).
 func (a *Array) Status() Status {
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
-	v := a.view.Load()
+	snap := a.snap.Load()
+	meta, v := snap.meta, snap.view
 	st := Status{
-		Name: a.meta.Name, UUID: superblock.FormatUUID(a.meta.ArrayUUID),
+		Name: meta.Name, UUID: superblock.FormatUUID(meta.ArrayUUID),
 		Level: a.geo.Level().String(), Chunk: a.geo.Chunk(), Size: a.geo.Size(),
 		Members: a.geo.Members(), Degraded: v.Degraded(), Failed: v.failed,
-		Dirty: a.dirty.Load(), ReadOnly: a.readOnly, EventCount: a.meta.Events,
+		Dirty: a.dirty.Load(), ReadOnly: a.readOnly, EventCount: meta.Events,
 	}
 	switch {
 	case st.Failed:
@@ -138,19 +139,19 @@ func (a *Array) Status() Status {
 			st.LastResync = p
 		}
 	}
-	if j := a.job; j != nil {
-		st.Recovery = a.jobProgress(j)
-	} else if j := a.lastJob; j != nil {
-		st.LastRecovery = a.jobProgress(j)
+	if j := snap.job; j != nil {
+		st.Recovery = a.jobProgress(j.j, j.kind, true)
+	} else if j := snap.lastJob; j != nil {
+		st.LastRecovery = a.jobProgress(j.j, j.kind, false)
 	}
 	if b := a.bitmap; b != nil {
 		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
 	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}
-	for _, mi := range a.meta.Members {
+	for _, mi := range meta.Members {
 		ms := MemberStatus{Role: int(mi.Role), UUID: superblock.FormatUUID(mi.UUID), State: mi.State.String()}
-		if s := a.slots[mi.UUID]; s != nil {
+		if s, ok := snap.slots[mi.UUID]; ok {
 			ms.Path, ms.Events, ms.WriteMostly, ms.Note = s.path, s.events, s.writeMostly, s.note
 		} else if mi.State != superblock.MemberRemoved {
 			ms.Note = "device not present"
@@ -160,7 +161,7 @@ func (a *Array) Status() Status {
 		}
 		st.Devices = append(st.Devices, ms)
 	}
-	for _, s := range a.dead {
+	for _, s := range snap.dead {
 		for i := range st.Devices {
 			if st.Devices[i].UUID == superblock.FormatUUID(s.uuid) {
 				st.Devices[i].Path, st.Devices[i].Events, st.Devices[i].Note = s.path, s.events, s.note
@@ -218,10 +219,11 @@ func (a *Array) byteStats() Stats {
 	return s
 }
 
-// jobProgress describes j. Callers hold cfgMu.
-func (a *Array) jobProgress(j *recovery) *Progress {
+// jobProgress describes j, whose kind was kind when the table was last
+// recorded (see snapshot.go); running says it was the running job.
+func (a *Array) jobProgress(j *recovery, kind jobKind, running bool) *Progress {
 	rows := a.geo.Rows()
-	p := &Progress{Kind: j.kind.String(), Role: j.role, Path: j.target.path, Done: j.row.Load(), Total: rows, ArrayRows: rows}
+	p := &Progress{Kind: kind.String(), Role: j.role, Path: j.target.path, Done: j.row.Load(), Total: rows, ArrayRows: rows}
 	moved := p.Done - j.first
 	if j.regions != nil {
 		p.Kind, p.Done, p.Total = "re-add", j.done.Load(), j.planned
@@ -231,7 +233,7 @@ func (a *Array) jobProgress(j *recovery) *Progress {
 	if p.Total > 0 {
 		p.Percent = 100 * float64(p.Done) / float64(p.Total)
 	}
-	if el := time.Since(j.start).Seconds(); el > 0 && moved > 0 && a.job == j {
+	if el := time.Since(j.start).Seconds(); el > 0 && moved > 0 && running {
 		p.BytesPerSec = float64(moved*a.geo.Chunk()) / el
 		p.ETASeconds = float64((p.Total-p.Done)*a.geo.Chunk()) / p.BytesPerSec
 	}

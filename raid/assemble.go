@@ -43,7 +43,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		case err == nil && !co.Force:
 			errs = append(errs, fmt.Errorf("%w: %s is member %d of array %q (uuid %s); pass --force to overwrite it", ErrInUse, d.Path, old.Role, old.Name, superblock.FormatUUID(old.ArrayUUID)))
 		case err != nil && !errors.Is(err, superblock.ErrNoMagic) && !co.Force:
-			errs = append(errs, fmt.Errorf("%w: %s carries a damaged raidd superblock (%v); pass --force to overwrite it", ErrInUse, d.Path, err))
+			errs = append(errs, fmt.Errorf("%w: %s carries a damaged raidd superblock (%w); pass --force to overwrite it", ErrInUse, d.Path, err))
 		}
 		if sz := d.Member.Size(); i < len(devs) && (minSize < 0 || sz < minSize) {
 			minSize = sz
@@ -200,7 +200,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; create an array with 'raidd create' or check the path", ErrNotMember, d.Path))
 		case err != nil:
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %v; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
 		default:
 			cands = append(cands, candidate{d, m})
 		}

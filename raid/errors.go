@@ -50,6 +50,13 @@ var (
 	// ErrDiverged is returned by a forced Assemble when the members needed
 	// to start have histories that diverged, so no choice of members is safe.
 	ErrDiverged = errors.New("raid: member histories diverged")
+	// ErrNoMember is returned by the member management calls when the named
+	// member is not part of the array.
+	ErrNoMember = errors.New("raid: no such member")
+	// ErrBusy is returned when a member change conflicts with the array's
+	// state (an active member cannot be removed; a replace needs no other
+	// rebuild running).
+	ErrBusy = errors.New("raid: member change not possible now")
 	// ErrUnregistered is returned when no personality is registered for a level.
 	ErrUnregistered = errors.New("raid: level not registered")
 
@@ -63,6 +70,11 @@ var (
 // locks; the Array retries the read under the locks. It never reaches a
 // caller of the Array.
 var errNeedLock = errors.New("raid: read needs the stripe locks")
+
+// errJobChanged is the internal signal of a recovery step whose job was
+// replaced, ended or turned from replace into rebuild meanwhile: the worker
+// redoes the row or stops. It never reaches a caller of the Array.
+var errJobChanged = errors.New("raid: recovery job changed")
 
 // MemberError records a failed operation on one member, shaped like
 // fs.PathError. Several are combined with errors.Join.

@@ -10,14 +10,6 @@ import (
 	"github.com/raidd/raidd/raid/superblock"
 )
 
-// ErrNoMember is returned by the member management calls when the named
-// member is not part of the array.
-var ErrNoMember = errors.New("raid: no such member")
-
-// ErrBusy is returned when a member change conflicts with the array's state
-// (an active member cannot be removed; a replace needs no other rebuild running).
-var ErrBusy = errors.New("raid: member change not possible now")
-
 // findLocked resolves a member named by path, UUID or role number to its table
 // index; the slot is nil for members whose device is absent. A dead
 // (stale) member is found with index -1 and its dead slot. A role number

@@ -53,8 +53,6 @@ type recovery struct {
 // other's reads are in flight).
 const jobWorkers = 2
 
-var errJobChanged = errors.New("raid: recovery job changed")
-
 // claimSparesLocked starts a rebuild onto a spare when a role is missing and no
 // job runs. Callers hold commitMu and cfgMu.
 func (a *Array) claimSparesLocked() {

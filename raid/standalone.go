@@ -1,7 +1,6 @@
 package raid
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -43,7 +42,7 @@ func NewOp(g stripe.Geometry, c OpConfig) (*Op, error) {
 		return nil, fmt.Errorf("%w: %d members for a %d-member geometry", ErrConfig, len(c.Members), n)
 	}
 	if c.DataOffset < 0 {
-		return nil, errors.New("raid: NewOp: negative DataOffset")
+		return nil, fmt.Errorf("%w: NewOp: negative DataOffset %d", ErrConfig, c.DataOffset)
 	}
 	a := &Array{
 		geo:         g,

@@ -49,7 +49,7 @@ func ParseUUID(s string) ([16]byte, error) {
 		return u, fmt.Errorf("%w: %q is %d characters, want 36 (or 32 without hyphens)", ErrUUID, s, len(s))
 	}
 	if _, err := hex.Decode(u[:], digits); err != nil {
-		return [16]byte{}, fmt.Errorf("%w: %q: %v", ErrUUID, s, err)
+		return [16]byte{}, fmt.Errorf("%w: %q: %w", ErrUUID, s, err)
 	}
 	return u, nil
 }

@@ -14,7 +14,18 @@
 //     members' superblocks, following mdadm's rules (see Assemble).
 //   - Layout is a personality (raid0, raid1/raid10 via internal/mirror,
 //     raid5). Personalities register themselves with Register; import them
-//     for their side effect.
+//     for their side effect. A Layout describes its level's policy as
+//     Traits (which writes and reads lock, coalescing, resync while
+//     degraded); the engine asks the Traits and the stripe.Geometry
+//     (Tolerance, Survives, Copies, RowSpan) and never compares levels, so
+//     adding a level touches only its package and stripe's level table.
+//     NewOp builds an Op without an Array, for testing a Layout alone.
+//   - The engine is split by concern: array.go (the Array type, its
+//     construction and lifecycle: enter/leave, background jobs, Close),
+//     io.go (the I/O entry points), commit.go (superblock commits and member
+//     failures), dirty.go (the dirty/clean protocol), resync.go, check.go,
+//     recovery.go (rebuild and replace), manage.go (member commands),
+//     assemble.go (Create and Assemble), status.go and snapshot.go (Status).
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in

@@ -33,6 +33,13 @@
 //     row s div n. With an odd member count the two copies of some chunks
 //     straddle two rows, exactly as in md.
 //
+// Every level is one entry of the level table in levels.go: a striped
+// level gives its parity chunks per row (RAID0 none, RAID5 one, rotating
+// left-symmetric), a mirrored level its copies per chunk in the near layout
+// (RAID1 one per member, RAID10 two). Geometry methods branch on those two
+// families, never on the level, so a level of an existing family is one
+// table entry.
+//
 // # Invariants
 //
 // A Geometry is immutable and only built by New, which validates it. The

@@ -69,6 +69,15 @@ func (a *Array) commitLocked() error {
 			}
 			return nil
 		}
+		if !a.redundant() && len(errs) < len(writes) {
+			// Without redundancy, recording the member as failed would make
+			// every range unreachable and keep the array from starting:
+			// like a request error, it is kept. Its counter falls behind; a
+			// member more than one update behind is stale at the next
+			// assembly, and a forced assembly takes it back.
+			a.keepMembers(errors.Join(errs...))
+			return nil
+		}
 		for k, w := range writes {
 			if results[k] == nil {
 				continue

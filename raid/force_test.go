@@ -186,3 +186,36 @@ func TestForceAssembleRefusesSplitBrain(t *testing.T) {
 	require.ErrorIs(t, err, raid.ErrDiverged)
 	assert.True(t, strings.Contains(err.Error(), "split brain"), "%v", err)
 }
+
+// TestRAID0SuperblockErrorKeepsMember: a RAID0 member that cannot take a
+// superblock update (here the one marking the array dirty before a write)
+// is not recorded as failed: the write, which lives on a healthy member,
+// succeeds, and the array is not failed.
+func TestRAID0SuperblockErrorKeepsMember(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(3, memberSizeFor(chunk, 8))
+	opts := raid.Options{CleanDelay: -1}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "r0sb", Level: stripe.RAID0, Chunk: chunk}, opts)
+	require.NoError(t, err)
+	require.False(t, a.Status().Dirty)
+	r.toggles[1].On()
+	p := []byte("on member 0")
+	_, err = a.WriteAt(p, 0)
+	require.NoError(t, err, "a write to a healthy member's range")
+	st := a.Status()
+	assert.False(t, st.Failed)
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	for _, mi := range sb.Members {
+		assert.Equal(t, superblock.MemberActive, mi.State)
+	}
+	r.toggles[1].Off()
+	require.NoError(t, a.Close())
+	a, err = raid.Assemble(r.devs, opts)
+	require.NoError(t, err)
+	got := make([]byte, len(p))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+	require.NoError(t, a.Close())
+}

@@ -1,6 +1,7 @@
 package raid_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -237,10 +238,11 @@ const jobSleepers = 3
 type crashOracle struct {
 	current []byte
 	durable []byte
-	// since[b] is the index in log of the first write to byte b after it
-	// was last made durable, or -1 if it has not been written since.
-	since []int32
-	log   []oracleWrite // writes since the last Sync, in order
+	// since[b] is 1 + the index in log of the first write to byte b after
+	// it was last made durable; b is unsynced if since[b] > synced.
+	since  []int32
+	log    []oracleWrite // every write, in order
+	synced int32         // len(log) at the last Sync
 }
 
 type oracleWrite struct {
@@ -249,20 +251,18 @@ type oracleWrite struct {
 }
 
 func newCrashOracle(size int64) *crashOracle {
-	o := &crashOracle{current: make([]byte, size), durable: make([]byte, size), since: make([]int32, size)}
-	for i := range o.since {
-		o.since[i] = -1
-	}
-	return o
+	return &crashOracle{current: make([]byte, size), durable: make([]byte, size), since: make([]int32, size)}
 }
+
+func (o *crashOracle) unsynced(b int64) bool { return o.since[b] > o.synced }
 
 // write records a write that returned but may not be durable.
 func (o *crashOracle) write(off int64, p []byte) {
-	idx := int32(len(o.log))
 	o.log = append(o.log, oracleWrite{off: off, data: append([]byte(nil), p...)})
+	idx := int32(len(o.log)) // 1 + its index
 	copy(o.current[off:], p)
 	for b := off; b < off+int64(len(p)); b++ {
-		if o.since[b] < 0 {
+		if !o.unsynced(b) {
 			o.since[b] = idx
 		}
 	}
@@ -272,19 +272,13 @@ func (o *crashOracle) write(off int64, p []byte) {
 func (o *crashOracle) writeDurable(off int64, p []byte) {
 	copy(o.current[off:], p)
 	copy(o.durable[off:], p)
-	for b := off; b < off+int64(len(p)); b++ {
-		o.since[b] = -1
-	}
+	clear(o.since[off : off+int64(len(p))])
 }
 
 // sync records a Sync that returned: everything written is durable.
 func (o *crashOracle) sync() {
 	copy(o.durable, o.current)
-	for i := range o.since {
-		o.since[i] = -1
-	}
-	clear(o.log)
-	o.log = o.log[:0]
+	o.synced = int32(len(o.log))
 }
 
 // verify reads the whole array and fails the test at the first byte that
@@ -295,47 +289,75 @@ func (o *crashOracle) verify(t *testing.T, a *raid.Array, what string) []byte {
 	got := make([]byte, len(o.durable))
 	_, err := a.ReadAt(got, 0)
 	require.NoError(t, err, what)
-	if v := o.violation(got); v != "" {
+	v, changed := o.check(got)
+	if v != "" {
 		t.Fatalf("%s: %s", what, v)
 	}
-	unsynced, changed := 0, 0
-	for i := range got {
-		if o.since[i] >= 0 {
-			unsynced++
-			if got[i] != o.durable[i] {
-				changed++
-			}
-		}
-	}
-	t.Logf("%s: %d unsynced bytes: %d read a value written since they were durable, the rest their durable value", what, unsynced, changed)
+	t.Logf("%s: %d unsynced bytes read a value written since they were durable, the rest their durable value", what, changed)
 	return got
 }
 
 // violation describes the first byte of got the oracle does not allow, or
 // returns "".
 func (o *crashOracle) violation(got []byte) string {
-	ok := make([]bool, len(got))
-	for i := range got {
-		ok[i] = got[i] == o.durable[i]
+	v, _ := o.check(got)
+	return v
+}
+
+// check returns the first violation (or "") and how many bytes read a
+// value other than their durable one. It compares block by block first,
+// so that only the blocks that differ from the durable bytes are looked
+// at byte by byte.
+func (o *crashOracle) check(got []byte) (string, int) {
+	const blk = 4096
+	differs := make([]bool, (len(got)+blk-1)/blk)
+	var ok []bool // for the bytes of differing blocks: allowed
+	any := false
+	for k := range differs {
+		lo, hi := k*blk, min((k+1)*blk, len(got))
+		differs[k] = !bytes.Equal(got[lo:hi], o.durable[lo:hi])
+		any = any || differs[k]
 	}
-	for j, w := range o.log {
+	if !any {
+		return "", 0
+	}
+	ok = make([]bool, len(got))
+	changed := 0
+	for k, d := range differs {
+		if !d {
+			continue
+		}
+		for b := k * blk; b < min((k+1)*blk, len(got)); b++ {
+			ok[b] = got[b] == o.durable[b]
+			if !ok[b] {
+				changed++
+			}
+		}
+	}
+	for j := int(o.synced); j < len(o.log); j++ {
+		w := o.log[j]
 		for k, v := range w.data {
 			b := w.off + int64(k)
-			if !ok[b] && o.since[b] >= 0 && int(o.since[b]) <= j && got[b] == v {
+			if differs[b/blk] && !ok[b] && got[b] == v && o.unsynced(b) && int(o.since[b]) <= j+1 {
 				ok[b] = true
 			}
 		}
 	}
-	for i := range got {
-		switch {
-		case ok[i]:
-		case o.since[i] < 0:
-			return fmt.Sprintf("durable byte %d reads %#x, want %#x", i, got[i], o.durable[i])
-		default:
-			return fmt.Sprintf("unsynced byte %d reads %#x: neither its durable value %#x nor a value of the %d writes since", i, got[i], o.durable[i], len(o.log)-int(o.since[i]))
+	for k, d := range differs {
+		if !d {
+			continue
+		}
+		for b := k * blk; b < min((k+1)*blk, len(got)); b++ {
+			switch {
+			case ok[b]:
+			case !o.unsynced(int64(b)):
+				return fmt.Sprintf("durable byte %d reads %#x, want %#x", b, got[b], o.durable[b]), changed
+			default:
+				return fmt.Sprintf("unsynced byte %d reads %#x: neither its durable value %#x nor a value of the %d writes since", b, got[b], o.durable[b], len(o.log)+1-int(o.since[b])), changed
+			}
 		}
 	}
-	return ""
+	return "", changed
 }
 
 // TestCrashOracle: the oracle accepts, byte by byte, the durable value or

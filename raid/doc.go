@@ -69,7 +69,10 @@
 //
 // Every exported method of Array may be called from many goroutines.
 // Background work (clean marking, bitmap cleaning, resync, rebuild,
-// replace, event hooks) is owned by the Array and stops in Close.
+// replace, event hooks) is owned by the Array and stops in Close. Its
+// delays (the rebuild rate limiter, the quiet interval before clean
+// marking, rebuild checkpoints) wait on a clock (raid/internal/clock) that
+// tests replace with a fake one they move themselves.
 //
 // # Locking
 //
@@ -93,4 +96,14 @@
 // background work is cancelled; the calls in flight finish (Close waits for
 // the last one to leave, without polling); the background jobs finish; then
 // every member is synced, the array is marked clean and the members closed.
+//
+// # Check
+//
+// Check compares every row's copies or parity and counts rows verified,
+// inconsistent and unverifiable (CheckResult). A row is unverifiable when
+// too few of its copies or members can be read to compare: a RAID5 row
+// missing a member, a mirror chunk with one readable copy, any RAID0 row. A
+// degraded array is therefore never reported consistent; Check returns an
+// error wrapping ErrUnverifiable for it, and ErrInconsistent for rows that
+// disagree.
 package raid

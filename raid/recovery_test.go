@@ -61,6 +61,14 @@ func stepJob(t *testing.T, clk *clock.Fake, rows int, rowTime time.Duration) {
 	}
 }
 
+// nudgeJob moves clk by one row's time, once a rate-limited job's workers
+// and checkpointer all sleep on it or, near the end of the job (a worker
+// that has no rows left does not come back), after a short wait.
+func nudgeJob(clk *clock.Fake, rowTime time.Duration) {
+	clk.WaitSleepers(jobSleepers, 10*time.Millisecond)
+	clk.Advance(rowTime)
+}
+
 func fill(t *testing.T, a *raid.Array, seed int64) []byte {
 	t.Helper()
 	want := make([]byte, a.Size())
@@ -123,14 +131,20 @@ func TestRebuildUnderLoad(t *testing.T) {
 		t.Run(level.String(), func(t *testing.T) {
 			const chunk = 8 << 10
 			n := 4
+			const rate = 256 // rows per second while clients are busy
+			clk := clock.NewFake(time.Unix(1e9, 0))
 			r := newRig(n+1, memberSizeFor(chunk, 64))
-			a := createArray(t, r.devs[:n], raid.CreateOptions{Name: "load", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 64 * chunk * 4, RebuildMaxRate: 64 * chunk * 8})
+			a := createArray(t, r.devs[:n], raid.CreateOptions{Name: "load", Level: level, Chunk: chunk},
+				raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: 2 * rate * chunk}, clk))
 			want := fill(t, a, 9)
 			r.toggles[2].On()
 			requireContent(t, a, want, "degraded")
 			require.NoError(t, a.AddMember(r.devs[n], false))
 			rng := rand.New(rand.NewSource(3))
-			for a.Status().Recovery != nil {
+			for i := 0; a.Status().Recovery != nil; i++ {
+				if i%3 == 2 {
+					nudgeJob(clk, time.Second/rate) // three writes per rebuilt row
+				}
 				off := rng.Int63n(a.Size() - 3*chunk)
 				p := make([]byte, 1+rng.Intn(3*chunk))
 				rng.Read(p)
@@ -159,12 +173,18 @@ func TestRebuildUnderLoad(t *testing.T) {
 // array is never degraded, and the old member leaves at the end.
 func TestReplace(t *testing.T) {
 	const chunk = 8 << 10
+	const rate = 192 // rows per second while clients are busy
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	r := newRig(5, memberSizeFor(chunk, 48))
-	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMinRate: 48 * chunk * 4})
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep", Level: stripe.RAID5, Chunk: chunk},
+		raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk}, clk))
 	want := fill(t, a, 11)
 	require.NoError(t, a.ReplaceMember(r.devs[1].Path, r.devs[4], false))
 	rng := rand.New(rand.NewSource(4))
-	for a.Status().Recovery != nil {
+	for i := 0; a.Status().Recovery != nil; i++ {
+		if i%3 == 2 {
+			nudgeJob(clk, time.Second/rate) // three writes per copied row
+		}
 		assert.False(t, a.Status().Degraded, "a planned replacement never degrades the array")
 		off := rng.Int63n(a.Size() - chunk)
 		p := make([]byte, 1+rng.Intn(chunk))

@@ -75,7 +75,7 @@ func subSeed(seed int64, name string) int64 {
 // prints the command that replays it:
 //
 //	RAIDD_SEED=<seed> go test -run '^TestModel$' ./raid
-//	RAIDD_SEED=<seed> go test -run '^TestModel/raid5/chunk=4K/members=3$' ./raid
+//	RAIDD_SEED=<seed> go test -run '^TestModel$/^raid5/chunk=4K/members=3$' ./raid
 func TestModel(t *testing.T) {
 	seed := testSeed(t)
 	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID10} {
@@ -84,6 +84,11 @@ func TestModel(t *testing.T) {
 				name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
+					t.Cleanup(func() {
+						if t.Failed() {
+							t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModel$/^%s$' ./raid", seed, name)
+						}
+					})
 					runModel(t, level, n, chunk, subSeed(seed, name))
 				})
 			}

@@ -129,7 +129,7 @@ prints a snippet to paste.`,
 		}
 		for _, p := range paths {
 			if fileSize > 0 {
-				made, err := createSparse(p, fileSize)
+				made, err := member.EnsureSparse(p, fileSize)
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -177,31 +177,6 @@ prints a snippet to paste.`,
 		return nil
 	}
 	return cmd
-}
-
-// createSparse makes path a sparse file of size bytes, unless it exists
-// (member.CreateSparse checks an existing file then). created reports
-// whether this call made the file, and so may remove it again.
-func createSparse(path string, size int64) (created bool, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return false, member.CreateSparse(path, size)
-	}
-	if err != nil {
-		return false, err
-	}
-	err = f.Truncate(size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return false, err
-	}
-	return true, nil
 }
 
 // sizeSpread is how much larger than the smallest member another member

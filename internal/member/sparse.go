@@ -17,24 +17,32 @@ import (
 // exists with another size, ErrFileType when path exists but is not a regular
 // file, and file system errors wrapped in *os.PathError.
 func CreateSparse(path string, size int64) error {
+	_, err := EnsureSparse(path, size)
+	return err
+}
+
+// EnsureSparse is CreateSparse that also reports whether it created the
+// file (true) or found it already there with the right size (false), so a
+// caller that fails later removes only what it made.
+func EnsureSparse(path string, size int64) (created bool, err error) {
 	if size < 0 {
-		return fmt.Errorf("member: create %s with size %d: %w", path, size, ErrOutOfRange)
+		return false, fmt.Errorf("member: create %s with size %d: %w", path, size, ErrOutOfRange)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		fi, err := os.Stat(path)
 		switch {
 		case err != nil:
-			return err
+			return false, err
 		case !fi.Mode().IsRegular():
-			return fmt.Errorf("member: create %s: exists as %v: %w", path, fi.Mode().Type(), ErrFileType)
+			return false, fmt.Errorf("member: create %s: exists as %v: %w", path, fi.Mode().Type(), ErrFileType)
 		case fi.Size() != size:
-			return fmt.Errorf("member: create %s: exists with %d bytes, want %d: %w", path, fi.Size(), size, ErrSizeMismatch)
+			return false, fmt.Errorf("member: create %s: exists with %d bytes, want %d: %w", path, fi.Size(), size, ErrSizeMismatch)
 		}
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = f.Truncate(size)
 	if err == nil {
@@ -43,11 +51,14 @@ func CreateSparse(path string, size int64) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
 	if err != nil {
 		_ = os.Remove(path)
-		return err
+		return false, err
 	}
-	return syncDir(filepath.Dir(path))
+	return true, nil
 }
 
 // syncDir fsyncs a directory so that a newly created entry in it is durable.

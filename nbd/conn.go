@@ -24,8 +24,13 @@ const (
 // the request reader, Options.Workers worker goroutines execute requests, and
 // replies are written by whichever goroutine produced them under wmu.
 type conn struct {
-	s   *Server
-	nc  net.Conn
+	s  *Server
+	nc net.Conn // the accepted connection: deadlines and abrupt close
+	// dc carries the protocol: nc, or the tls.Conn over it after
+	// NBD_OPT_STARTTLS. Set only by the handshake goroutine, before
+	// transmission starts.
+	dc  net.Conn
+	tls bool // NBD_OPT_STARTTLS succeeded
 	log *slog.Logger
 	br  *bufio.Reader
 
@@ -93,6 +98,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s:    s,
 		nc:   nc,
+		dc:   nc,
 		br:   bufio.NewReaderSize(nc, connReadBufSize),
 		bw:   bufio.NewWriterSize(nc, connWriteBufSize),
 		stop: make(chan struct{}),
@@ -112,7 +118,7 @@ func (c *conn) interrupt() {
 
 func (c *conn) serve() {
 	defer c.s.unregister(c)
-	defer func() { _ = c.nc.Close() }()
+	defer func() { _ = c.dc.Close() }() // a tls.Conn sends close_notify first
 	c.log.Debug("nbd: connection opened")
 	e, info, ok := c.handshake()
 	if !ok {
@@ -707,7 +713,7 @@ func (c *conn) writeDirect(hdr, data []byte) {
 		return
 	}
 	c.rvec = append(c.rvec[:0], hdr, data)
-	if _, err := c.rvec.WriteTo(c.nc); err != nil {
+	if _, err := c.rvec.WriteTo(c.dc); err != nil {
 		c.failWrite(err)
 	}
 }

@@ -15,3 +15,13 @@ var ErrInvalidOptions = errors.New("nbd: invalid options")
 // export in NBD_OPT_EXPORT_NAME). It only appears in logs: the connection is
 // simply closed, as the protocol requires.
 var ErrProtocol = errors.New("nbd: protocol violation")
+
+// ErrTLSRequired marks, in logs, a connection closed because it sent
+// NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS to a server in TLSRequire
+// mode (that option has no error reply).
+var ErrTLSRequired = errors.New("nbd: TLS required")
+
+// ErrTLSHandshake wraps, in logs, the failure of the TLS handshake after
+// NBD_OPT_STARTTLS (for example a client certificate that is missing or
+// not signed by the configured CA).
+var ErrTLSHandshake = errors.New("nbd: TLS handshake failed")

@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -128,7 +129,30 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			continue
 		}
 
+		if s.opts.TLSMode == TLSRequire && !c.tls && opt != optStartTLS && opt != optAbort {
+			if opt == optExportName {
+				// No error reply exists for EXPORT_NAME: the spec says
+				// to close the connection.
+				c.log.Debug("nbd: NBD_OPT_EXPORT_NAME before TLS; closing", "err", ErrTLSRequired)
+				return nil, info, false
+			}
+			if !c.skip(length) {
+				return nil, info, false
+			}
+			c.optReply(opt, repErrTLSReqd, []byte("TLS is required: send NBD_OPT_STARTTLS first"))
+			if !c.flush() {
+				return nil, info, false
+			}
+			continue
+		}
+
 		switch opt {
+		case optStartTLS:
+			if !c.startTLS(length) {
+				return nil, info, false
+			}
+			continue
+
 		case optExportName:
 			name, ok := c.readOpt(length)
 			if !ok {
@@ -239,8 +263,7 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			c.optReply(opt, repAck, nil)
 
 		default:
-			// Includes STARTTLS (NOTLS mode) and anything unknown: skip
-			// exactly the data and keep going.
+			// Anything unknown: skip exactly the data and keep going.
 			if !c.skip(length) {
 				return nil, info, false
 			}
@@ -250,6 +273,59 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			return nil, info, false
 		}
 	}
+}
+
+// startTLS answers NBD_OPT_STARTTLS with data length n. With TLS off it
+// replies NBD_REP_ERR_UNSUP (the spec's NOTLS mode); with data, or once TLS
+// is established, NBD_REP_ERR_INVALID. Otherwise it replies NBD_REP_ACK and
+// runs the TLS handshake on the same connection, under the handshake
+// deadline already set; the rest of the negotiation and the transmission
+// then go over TLS. It returns false if the connection must be closed: the
+// TLS handshake failed (a client certificate missing or not signed by the
+// CA included), or the client sent bytes after STARTTLS before the ACK,
+// which would otherwise be taken as if they came over TLS.
+func (c *conn) startTLS(n uint32) bool {
+	var typ uint32
+	var msg string
+	switch {
+	case c.s.opts.TLSMode == TLSOff:
+		typ, msg = repErrUnsup, "TLS is not configured on this server"
+	case n != 0:
+		typ, msg = repErrInvalid, "NBD_OPT_STARTTLS takes no data"
+	case c.tls:
+		typ, msg = repErrInvalid, "TLS is already established"
+	}
+	if typ != 0 {
+		if !c.skip(n) {
+			return false
+		}
+		c.optReply(optStartTLS, typ, []byte(msg))
+		return c.flush()
+	}
+	c.optReply(optStartTLS, repAck, nil)
+	if !c.flush() {
+		return false
+	}
+	if c.br.Buffered() != 0 {
+		c.log.Debug("nbd: data sent after NBD_OPT_STARTTLS before its reply; closing", "err", ErrProtocol)
+		return false
+	}
+	tc := tls.Server(c.nc, c.s.opts.TLSConfig)
+	if err := tc.Handshake(); err != nil {
+		c.s.stats.tlsFailures.Add(1)
+		c.log.Debug("nbd: TLS handshake failed; closing", "err", fmt.Errorf("%w: %w", ErrTLSHandshake, err))
+		return false
+	}
+	c.s.stats.tlsHandshakes.Add(1)
+	c.tls, c.dc = true, tc
+	c.br.Reset(tc)
+	c.bw.Reset(tc)
+	// Nothing negotiated in plaintext carries over into TLS.
+	c.structured = false
+	c.meta = metaSelection{}
+	c.lastInfo.exp = nil
+	c.log.Debug("nbd: TLS established", "version", tls.VersionName(tc.ConnectionState().Version))
+	return true
 }
 
 // enterTransmission records the metadata context in effect for export e and

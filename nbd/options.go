@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,55 @@ type Options struct {
 	// Logger receives connection-level events at Debug level and
 	// unexpected failures at Warn. Nil discards.
 	Logger *slog.Logger
+	// TLSMode selects whether NBD_OPT_STARTTLS is offered (TLSOn) or
+	// demanded (TLSRequire); TLSOff, the default, answers it with
+	// NBD_REP_ERR_UNSUP (the spec's NOTLS mode).
+	TLSMode TLSMode
+	// TLSConfig is the server configuration used after NBD_OPT_STARTTLS;
+	// it is required unless TLSMode is TLSOff, and must hold a certificate
+	// (Certificates or GetCertificate). It is cloned; a MinVersion below
+	// TLS 1.2 is raised to 1.2. To verify client certificates set ClientCAs
+	// and ClientAuth (tls.RequireAndVerifyClientCert).
+	TLSConfig *tls.Config
+}
+
+// TLSMode is the server's TLS policy (the spec's NOTLS, and FORCEDTLS or
+// a SELECTIVETLS server without TLS-only exports).
+type TLSMode int
+
+const (
+	// TLSOff: no TLS. NBD_OPT_STARTTLS gets NBD_REP_ERR_UNSUP.
+	TLSOff TLSMode = iota
+	// TLSOn: NBD_OPT_STARTTLS upgrades the connection; clients that do not
+	// ask for TLS are served in plaintext.
+	TLSOn
+	// TLSRequire: before TLS every option except NBD_OPT_STARTTLS and
+	// NBD_OPT_ABORT gets NBD_REP_ERR_TLS_REQD, and NBD_OPT_EXPORT_NAME
+	// (which has no error reply) closes the connection.
+	TLSRequire
+)
+
+// String returns off, on or require.
+func (m TLSMode) String() string {
+	switch m {
+	case TLSOff:
+		return "off"
+	case TLSOn:
+		return "on"
+	case TLSRequire:
+		return "require"
+	}
+	return fmt.Sprintf("TLSMode(%d)", int(m))
+}
+
+// ParseTLSMode parses "off", "on" or "require".
+func ParseTLSMode(s string) (TLSMode, error) {
+	for _, m := range []TLSMode{TLSOff, TLSOn, TLSRequire} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return TLSOff, fmt.Errorf("%w: TLS mode %q is not off, on or require", ErrInvalidOptions, s)
 }
 
 // Defaults.
@@ -124,6 +174,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig = o.TLSConfig.Clone()
+		if o.TLSConfig.MinVersion < tls.VersionTLS12 {
+			o.TLSConfig.MinVersion = tls.VersionTLS12
+		}
 	}
 	return o
 }
@@ -169,6 +225,15 @@ func (o Options) Validate() error {
 	}
 	if o.MaxTotalInFlightBytes >= 0 && o.MaxPayload >= 0 && d.MaxTotalInFlightBytes < d.MaxPayload {
 		bad("MaxTotalInFlightBytes %d is smaller than MaxPayload %d", d.MaxTotalInFlightBytes, d.MaxPayload)
+	}
+	switch {
+	case o.TLSMode < TLSOff || o.TLSMode > TLSRequire:
+		bad("unknown TLSMode %d", int(o.TLSMode))
+	case o.TLSMode != TLSOff && o.TLSConfig == nil:
+		bad("TLSMode %s needs a TLSConfig", o.TLSMode)
+	case o.TLSMode != TLSOff && len(o.TLSConfig.Certificates) == 0 && o.TLSConfig.GetCertificate == nil &&
+		o.TLSConfig.GetConfigForClient == nil:
+		bad("TLSMode %s: TLSConfig has no certificate", o.TLSMode)
 	}
 	if len(o.Exports) == 0 {
 		bad("no exports")

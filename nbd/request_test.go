@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -205,26 +206,46 @@ func FuzzHandshake(f *testing.F) {
 		encodeRequest(requestHeader{typ: cmdBlockStatus, flags: cmdFlagReqOne, offset: 100, length: 1000})...),
 		encodeRequest(requestHeader{typ: cmdBlockStatus, offset: 1 << 16, length: 1})...))
 	f.Add([]byte{})
+	// STARTTLS: alone, with data, twice, followed by plaintext options (which
+	// the server must not take as TLS), and a TLS ClientHello's first bytes.
+	startTLS := opt(append([]byte(nil), hello...), optStartTLS, nil)
+	f.Add(startTLS)
+	f.Add(opt(append([]byte(nil), hello...), optStartTLS, []byte("x")))
+	f.Add(opt(append([]byte(nil), startTLS...), optStartTLS, nil))
+	f.Add(opt(append([]byte(nil), startTLS...), optGo, infoData("disk")))
+	f.Add(append(append([]byte(nil), startTLS...), 0x16, 0x03, 0x01, 0x00, 0x05, 1, 0, 0, 1, 0))
+	f.Add(opt(opt(append([]byte(nil), hello...), optInfo, infoData("disk")), optExportName, []byte("disk")))
 
 	dev := newStatusDev("HD") // 128 KiB, a BlockStatuser
 	dev.fastZero.Store(true)
-	s, err := NewServer(Options{
-		Exports:          []Export{{Name: "disk", Device: dev}},
-		HandshakeTimeout: 2 * time.Second,
-		Workers:          2,
-	})
-	require.NoError(f, err)
+	ca := newTestCA(f, "fuzz CA")
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{ca.issue(f, "server")}}
+	// Every input runs against a server in each TLS mode.
+	var servers []*Server
+	for _, mode := range []TLSMode{TLSOff, TLSOn, TLSRequire} {
+		s, err := NewServer(Options{
+			Exports:          []Export{{Name: "disk", Device: dev}},
+			HandshakeTimeout: 2 * time.Second,
+			Workers:          2,
+			TLSMode:          mode,
+			TLSConfig:        tlsCfg,
+		})
+		require.NoError(f, err)
+		servers = append(servers, s)
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		srv, cli := net.Pipe()
-		done := make(chan struct{})
-		go func() { s.ServeConn(srv); close(done) }()
-		go func() { _, _ = io.Copy(io.Discard, cli) }()
-		_, _ = cli.Write(in)
-		_ = cli.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("ServeConn did not return after the client closed")
+		for _, s := range servers {
+			srv, cli := net.Pipe()
+			done := make(chan struct{})
+			go func() { s.ServeConn(srv); close(done) }()
+			go func() { _, _ = io.Copy(io.Discard, cli) }()
+			_, _ = cli.Write(in)
+			_ = cli.Close()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("ServeConn (TLS %s) did not return after the client closed", s.opts.TLSMode)
+			}
 		}
 	})
 }

@@ -16,6 +16,9 @@ type Stats struct {
 	// IdleTimeouts and IOTimeouts count connections closed by
 	// Options.IdleTimeout and Options.IOTimeout.
 	IdleTimeouts, IOTimeouts int64
+	// TLSHandshakes and TLSFailures count TLS handshakes after
+	// NBD_OPT_STARTTLS that succeeded and that failed.
+	TLSHandshakes, TLSFailures int64
 	// InFlightBytes is the READ and WRITE payload held right now by
 	// requests read and not yet answered, on all connections (a gauge).
 	InFlightBytes int64
@@ -34,6 +37,7 @@ type Stats struct {
 type counters struct {
 	connections, active, handshakes, handshakeFailures atomic.Int64
 	refused, idleTimeouts, ioTimeouts, inFlight        atomic.Int64
+	tlsHandshakes, tlsFailures                         atomic.Int64
 	cmds                                               [numCmdCounters]atomic.Int64
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
 }
@@ -58,6 +62,8 @@ func (s *Server) Stats() Stats {
 		RefusedConnections: c.refused.Load(),
 		IdleTimeouts:       c.idleTimeouts.Load(),
 		IOTimeouts:         c.ioTimeouts.Load(),
+		TLSHandshakes:      c.tlsHandshakes.Load(),
+		TLSFailures:        c.tlsFailures.Load(),
 		InFlightBytes:      c.inFlight.Load(),
 		Reads:              c.cmds[cmdRead].Load(),
 		Writes:             c.cmds[cmdWrite].Load(),

@@ -65,6 +65,7 @@ type Config struct {
 	OnEvent string        `mapstructure:"on_event"`
 	Log     LogConfig     `mapstructure:"log"`
 	NBD     NBDConfig     `mapstructure:"nbd"`
+	TLS     TLSConfig     `mapstructure:"tls"`
 	Arrays  []ArrayConfig `mapstructure:"arrays"`
 }
 
@@ -173,6 +174,10 @@ var scalarDefaults = map[string]any{
 	"nbd.max_connections":     0,
 	"nbd.idle_timeout":        time.Duration(0),
 	"nbd.io_timeout":          time.Duration(0),
+	"tls.mode":                "",
+	"tls.cert":                "",
+	"tls.key":                 "",
+	"tls.ca":                  "",
 }
 
 // newViper returns a fresh, non-global viper with the defaults and the
@@ -359,6 +364,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NBD.IOTimeout < 0 {
 		bad("nbd.io_timeout: %v is negative", c.NBD.IOTimeout)
+	}
+	if _, _, err := c.TLS.server(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Arrays) == 0 {
 		bad("arrays: no array configured")

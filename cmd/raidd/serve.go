@@ -125,6 +125,9 @@ answered, members are synced and the arrays are marked clean. SIGHUP is ignored;
 	for k, v := range nbdLimitFlags(fs) {
 		keys[k] = v
 	}
+	for k, v := range tlsFlags(fs) {
+		keys[k] = v
+	}
 	cmd.RunE = func(cmd *cobra.Command, members []string) error {
 		cfg, err := commandConfig(cmd, keys)
 		if err != nil {
@@ -308,6 +311,10 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 			ReadOnly:    s.array.ReadOnly(),
 		}
 	}
+	tlsMode, tlsConfig, err := cfg.TLS.server()
+	if err != nil {
+		return err
+	}
 	d.nbd, err = nbd.NewServer(nbd.Options{
 		Exports:          exports,
 		MaxInFlightBytes: int64(cfg.NBD.MaxInFlight),
@@ -320,6 +327,8 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		MaxConnections:        cfg.NBD.MaxConnections,
 		IdleTimeout:           cfg.NBD.IdleTimeout,
 		IOTimeout:             cfg.NBD.IOTimeout,
+		TLSMode:               tlsMode,
+		TLSConfig:             tlsConfig,
 	})
 	if err != nil {
 		return err

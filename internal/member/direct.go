@@ -1,27 +1,48 @@
 package member
 
 import (
+	"math/bits"
 	"sync"
 	"unsafe"
 )
 
-// bounceSize is the size of one pooled bounce buffer. Larger unaligned
-// requests are split into windows of this size.
-const bounceSize = 1 << 20
+// Bounce buffers come in power-of-two size classes from 1<<minBounceShift
+// to maxBounce bytes, each aligned to DirectAlignment. A run of buffers
+// whose device span fits maxBounce (every request an NBD client may send
+// with the default payload limit) goes through one buffer and one system
+// call; longer runs are served in windows of maxBounce bytes.
+const (
+	minBounceShift = 12
+	maxBounceShift = 25
+	maxBounce      = 1 << maxBounceShift
+)
 
-// bouncePool holds *[]byte of bounceSize bytes aligned to DirectAlignment.
-var bouncePool = sync.Pool{New: func() any {
-	b := make([]byte, bounceSize+DirectAlignment)
+// bouncePools holds *[]byte, by size class (index shift-minBounceShift).
+var bouncePools [maxBounceShift - minBounceShift + 1]sync.Pool
+
+// getBounce returns a buffer of at least n ≤ maxBounce bytes, aligned to
+// DirectAlignment, with arbitrary contents. Give it back with putBounce.
+func getBounce(n int) *[]byte {
+	shift := max(minBounceShift, bits.Len(uint(n-1)))
+	if v := bouncePools[shift-minBounceShift].Get(); v != nil {
+		return v.(*[]byte)
+	}
+	size := 1 << shift
+	b := make([]byte, size+DirectAlignment)
 	skip := 0
 	if r := int(uintptr(unsafe.Pointer(&b[0])) & (DirectAlignment - 1)); r != 0 {
 		skip = DirectAlignment - r
 	}
-	b = b[skip : skip+bounceSize : skip+bounceSize]
+	b = b[skip : skip+size : skip+size]
 	return &b
-}}
+}
+
+func putBounce(b *[]byte) {
+	bouncePools[bits.Len(uint(cap(*b)-1))-minBounceShift].Put(b)
+}
 
 // window describes the aligned span of the device that covers the next
-// part of an unaligned request.
+// part of a request that is not aligned for O_DIRECT.
 type window struct {
 	start int64 // aligned device offset of the window
 	skip  int   // bytes between start and the first byte of the request
@@ -29,64 +50,130 @@ type window struct {
 	span  int   // aligned length of the window
 }
 
-// nextWindow returns the window covering the request bytes starting at device
-// offset pos, of which rem remain.
-func nextWindow(pos int64, rem int) window {
-	const mask = DirectAlignment - 1
+// nextWindow returns the window, aligned to align and at most maxBounce
+// bytes long, covering the request bytes starting at device offset pos, of
+// which rem remain.
+func nextWindow(pos, rem, align int64) window {
+	mask := align - 1
 	w := window{start: pos &^ mask}
 	w.skip = int(pos - w.start)
-	w.want = min(rem, bounceSize-w.skip)
-	w.span = (w.skip + w.want + mask) &^ mask
+	w.want = int(min(rem, int64(maxBounce-w.skip)))
+	w.span = int((int64(w.skip+w.want) + mask) &^ mask)
 	return w
 }
 
-// readBounce reads p at off through an aligned bounce buffer. The caller has
-// clamped [off, off+len(p)) to Size, which is a multiple of DirectAlignment,
-// so every window lies inside the device.
-func (m *File) readBounce(p []byte, off int64) (int, error) {
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
-	buf := *bp
-	done := 0
-	for done < len(p) {
-		w := nextWindow(off+int64(done), len(p)-done)
-		got, err := m.f.ReadAt(buf[:w.span], w.start)
-		avail := min(max(got-w.skip, 0), w.want)
-		done += copy(p[done:done+avail], buf[w.skip:w.skip+avail])
-		if err != nil {
-			return done, err
+// scatter copies src into the concatenation of bufs, starting pos bytes
+// into it.
+func scatter(bufs [][]byte, pos int64, src []byte) {
+	for _, b := range bufs {
+		if len(src) == 0 {
+			return
 		}
+		if pos >= int64(len(b)) {
+			pos -= int64(len(b))
+			continue
+		}
+		n := copy(b[pos:], src)
+		src, pos = src[n:], 0
 	}
-	return done, nil
 }
 
-// writeBounce writes p at off through an aligned bounce buffer, reading the
-// partially covered edge blocks first (read-modify-write). No lock protects
-// the edge blocks: callers never issue overlapping requests concurrently.
-func (m *File) writeBounce(p []byte, off int64) (int, error) {
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
-	buf := *bp
-	done := 0
-	for done < len(p) {
-		w := nextWindow(off+int64(done), len(p)-done)
-		if w.skip != 0 {
-			if _, err := m.f.ReadAt(buf[:DirectAlignment], w.start); err != nil {
-				return done, err
-			}
+// gather fills dst from the concatenation of bufs, starting pos bytes into
+// it.
+func gather(dst []byte, bufs [][]byte, pos int64) {
+	for _, b := range bufs {
+		if len(dst) == 0 {
+			return
 		}
-		if end := w.skip + w.want; end != w.span && (w.skip == 0 || w.span > DirectAlignment) {
-			last := w.span - DirectAlignment
-			if _, err := m.f.ReadAt(buf[last:w.span], w.start+int64(last)); err != nil {
-				return done, err
-			}
+		if pos >= int64(len(b)) {
+			pos -= int64(len(b))
+			continue
 		}
-		copy(buf[w.skip:], p[done:done+w.want])
-		put, err := m.f.WriteAt(buf[:w.span], w.start)
-		if err != nil {
-			return done + min(max(put-w.skip, 0), w.want), err
-		}
-		done += w.want
+		n := copy(dst, b[pos:])
+		dst, pos = dst[n:], 0
 	}
-	return done, nil
+}
+
+// readBounce reads the want bytes bufs hold, in order, from device offset
+// off through an aligned bounce buffer: one read(2) per window of up to
+// maxBounce bytes, so a run of chunks that are not aligned for O_DIRECT
+// still costs one system call, not one per chunk. The caller has clamped
+// [off, off+want) to Size, which is a multiple of DirectAlignment, so every
+// window lies inside the device. bufs are not retained.
+func (m *File) readBounce(bufs [][]byte, off, want int64) (int, error) {
+	done := int64(0)
+	for done < want {
+		w := nextWindow(off+done, want-done, m.align)
+		bp := getBounce(w.span)
+		buf := (*bp)[:w.span]
+		got, err := m.pread(buf, w.start)
+		avail := min(max(got-w.skip, 0), w.want)
+		scatter(bufs, done, buf[w.skip:w.skip+avail])
+		putBounce(bp)
+		done += int64(avail)
+		if err != nil {
+			return int(done), err
+		}
+	}
+	return int(done), nil
+}
+
+// writeBounce writes the want bytes bufs hold, in order, at device offset
+// off through an aligned bounce buffer: one write(2) per window of up to
+// maxBounce bytes, after reading the partially covered edge blocks of the
+// window, if any (read-modify-write). No lock protects the edge blocks:
+// callers never issue overlapping requests concurrently. bufs are not
+// retained.
+func (m *File) writeBounce(bufs [][]byte, off, want int64) (int, error) {
+	a := int(m.align)
+	done := int64(0)
+	for done < want {
+		w := nextWindow(off+done, want-done, m.align)
+		bp := getBounce(w.span)
+		buf := (*bp)[:w.span]
+		if w.skip != 0 {
+			if _, err := m.pread(buf[:a], w.start); err != nil {
+				putBounce(bp)
+				return int(done), err
+			}
+		}
+		if end := w.skip + w.want; end != w.span && (w.skip == 0 || w.span > a) {
+			last := w.span - a
+			if _, err := m.pread(buf[last:w.span], w.start+int64(last)); err != nil {
+				putBounce(bp)
+				return int(done), err
+			}
+		}
+		gather(buf[w.skip:w.skip+w.want], bufs, done)
+		put, err := m.pwrite(buf, w.start)
+		putBounce(bp)
+		if err != nil {
+			return int(done) + min(max(put-w.skip, 0), w.want), err
+		}
+		done += int64(w.want)
+	}
+	return int(done), nil
+}
+
+// testHookIO, when set by a test, is called before every read or write
+// system call on a member's data (pread, pwrite, preadv, pwritev), with
+// the device offset and the bytes asked for.
+var testHookIO func(m *File, write bool, off int64, n int)
+
+// pread reads p at off with the os.File's ReadAt, which holds the
+// descriptor's reference for the call.
+func (m *File) pread(p []byte, off int64) (int, error) {
+	if testHookIO != nil {
+		testHookIO(m, false, off, len(p))
+	}
+	return m.f.ReadAt(p, off)
+}
+
+// pwrite writes p at off with the os.File's WriteAt, which holds the
+// descriptor's reference for the call.
+func (m *File) pwrite(p []byte, off int64) (int, error) {
+	if testHookIO != nil {
+		testHookIO(m, true, off, len(p))
+	}
+	return m.f.WriteAt(p, off)
 }

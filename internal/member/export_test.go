@@ -16,3 +16,17 @@ func Descriptor(m *File) int {
 
 // StatSize runs the size check's fstat.
 func StatSize(m *File) (int64, error) { return m.statSize() }
+
+// SetIOHook installs fn as the hook every read or write system call on a
+// member's data runs first (see testHookIO), and returns a function that
+// removes it. fn must be safe for concurrent use.
+func SetIOHook(fn func(m *File, write bool, off int64, n int)) (restore func()) {
+	testHookIO = fn
+	return func() { testHookIO = nil }
+}
+
+// Alignment returns what the member requires of O_DIRECT buffers.
+func Alignment(m *File) int64 { return m.align }
+
+// MaxBounce is the largest span one bounce buffer serves.
+const MaxBounce = maxBounce

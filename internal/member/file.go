@@ -39,12 +39,17 @@ type Options struct {
 // calls must not overlap each other concurrently (see the package
 // documentation).
 type File struct {
-	f        *os.File
-	path     string
-	size     int64
-	block    bool  // a block device rather than a regular file
-	lbs      int64 // logical block size for block-device commands
-	direct   bool
+	f      *os.File
+	path   string
+	size   int64
+	block  bool  // a block device rather than a regular file
+	lbs    int64 // logical block size for block-device commands
+	direct bool
+	// align is what O_DIRECT requires of every buffer address, length and
+	// offset (a power of two, at most DirectAlignment): the kernel's
+	// STATX_DIOALIGN answer, or DirectAlignment when it gives none. Only
+	// meaningful in direct mode.
+	align    int64
 	readOnly bool
 	// canDiscard: Discard frees space cheaply (probed at Open).
 	canDiscard bool
@@ -242,8 +247,30 @@ func (m *File) probe() error {
 				m.path, m.lbs, DirectAlignment, errors.ErrUnsupported)
 		}
 		m.size &^= DirectAlignment - 1
+		m.align = m.dioAlign()
 	}
 	return nil
+}
+
+// dioAlign asks the kernel (statx STATX_DIOALIGN, Linux 6.1 and later)
+// what O_DIRECT requires of this file: buffer addresses aligned to
+// dio_mem_align, offsets and lengths to dio_offset_align. It returns the
+// larger of the two, applied to addresses, offsets and every iovec's
+// length alike, or DirectAlignment when the kernel does not say or says
+// something outside (0, DirectAlignment].
+func (m *File) dioAlign() int64 {
+	var stx unix.Statx_t
+	err := m.control(func(fd int) error {
+		return unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &stx)
+	})
+	if err != nil || stx.Mask&unix.STATX_DIOALIGN == 0 {
+		return DirectAlignment
+	}
+	a := int64(max(stx.Dio_mem_align, stx.Dio_offset_align))
+	if a <= 0 || a > DirectAlignment || a&(a-1) != 0 {
+		return DirectAlignment
+	}
+	return a
 }
 
 // discardMaxBytes reads the block device's discard limit from sysfs (0 when
@@ -307,10 +334,11 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	var n int
 	var err error
-	if m.direct && !isAligned(p, off) {
-		n, err = m.readBounce(p, off)
+	if m.direct && !m.aligned(p, off) {
+		one := [1][]byte{p}
+		n, err = m.readBounce(one[:], off, int64(len(p)))
 	} else {
-		n, err = m.f.ReadAt(p, off)
+		n, err = m.pread(p, off)
 	}
 	if err == io.EOF {
 		// p was clamped to Size, so the device ended below it.
@@ -367,10 +395,11 @@ func (m *File) WriteAt(p []byte, off int64) (int, error) {
 	}
 	var n int
 	var err error
-	if m.direct && !isAligned(p, off) {
-		n, err = m.writeBounce(p, off)
+	if m.direct && !m.aligned(p, off) {
+		one := [1][]byte{p}
+		n, err = m.writeBounce(one[:], off, int64(len(p)))
 	} else {
-		n, err = m.f.WriteAt(p, off)
+		n, err = m.pwrite(p, off)
 	}
 	if serr := m.checkSize("write"); serr != nil {
 		return n, serr
@@ -639,10 +668,28 @@ func alignIn(off, n, align int64) (a, b int64) {
 	return a, b
 }
 
-// isAligned reports whether p and off satisfy O_DIRECT's alignment rules.
-func isAligned(p []byte, off int64) bool {
-	const mask = DirectAlignment - 1
-	return off&mask == 0 && len(p)&mask == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))&mask == 0
+// aligned reports whether p and off satisfy the member's O_DIRECT
+// alignment rules.
+func (m *File) aligned(p []byte, off int64) bool {
+	mask := m.align - 1
+	return off&mask == 0 && int64(len(p))&mask == 0 && int64(uintptr(unsafe.Pointer(unsafe.SliceData(p))))&mask == 0
+}
+
+// alignedVec reports whether a vectored call of bufs at off satisfies the
+// member's O_DIRECT alignment rules: off, every buffer's address and every
+// buffer's length are multiples of the member's alignment, as the kernel
+// checks each iovec of a direct preadv or pwritev.
+func (m *File) alignedVec(bufs [][]byte, off int64) bool {
+	mask := m.align - 1
+	if off&mask != 0 {
+		return false
+	}
+	for _, b := range bufs {
+		if int64(len(b))&mask != 0 || int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))&mask != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // HasData reports whether [off, off+n) may hold data: false only when the

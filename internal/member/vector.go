@@ -23,18 +23,50 @@ func total(bufs [][]byte) int64 {
 // with one preadv(2): the engine gathers a request's chunks that lie back to
 // back on a member into one system call. It returns the total read; less
 // than the total only with an error, as io.ReaderAt. bufs are not retained.
-// Safe for concurrent use. O_DIRECT members, ranges past the end and more
-// than maxIovecs buffers take the one-buffer-at-a-time path.
+// Safe for concurrent use.
+//
+// With O_DIRECT the preadv goes straight to the buffers when off and every
+// buffer's address and length are aligned for direct I/O (see the package
+// documentation); otherwise the whole run is read into one aligned bounce
+// buffer with one read and copied out. Either way the run costs one system
+// call, not one per buffer. More than maxIovecs buffers (the kernel's
+// IOV_MAX) take one call per maxIovecs; ranges past the end and closed or
+// shrunk members take the one-buffer-at-a-time path, which reports them as
+// ReadAt does.
 func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
-	if m.direct || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+	if m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size {
 		return readEach(m, bufs, off)
+	}
+	done := 0
+	for len(bufs) > maxIovecs {
+		n, err := m.readv(bufs[:maxIovecs], off+int64(done))
+		done += n
+		if err != nil {
+			return done, err
+		}
+		bufs = bufs[maxIovecs:]
+	}
+	n, err := m.readv(bufs, off+int64(done))
+	return done + n, err
+}
+
+// readv serves ReadvAt for at most maxIovecs buffers inside the member.
+func (m *File) readv(bufs [][]byte, off int64) (int, error) {
+	want := total(bufs)
+	if m.direct && !m.alignedVec(bufs, off) {
+		n, err := m.readBounce(bufs, off, want)
+		if err == io.EOF { // the range lies inside Size: the device shrank
+			m.shrunk.Store(true)
+			return n, m.shrunkErr("read", -1)
+		}
+		return n, err
 	}
 	n, err := m.vectored(bufs, off, false)
 	if err != nil {
 		return 0, m.wrap("preadv", err)
 	}
-	if int64(n) < want { // short read (not expected on files): finish the rest one by one
+	if int64(n) < want { // short read (end of file below Size): the rest one by one reports it
 		k, err := readEach(m, skip(bufs, int64(n)), off+int64(n))
 		return n + k, err
 	}
@@ -42,21 +74,49 @@ func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 }
 
 // WritevAt writes bufs, in order, as consecutive bytes starting at off, with
-// one pwritev(2). Durability, errors, concurrency and the size check are as
-// WriteAt's.
+// one pwritev(2), or with O_DIRECT and buffers not aligned for it, one
+// write from one aligned bounce buffer (see ReadvAt). Durability, errors,
+// concurrency and the size check are as WriteAt's.
 func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
-	if m.direct || m.readOnly || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+	if m.readOnly || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size {
 		return writeEach(m, bufs, off)
 	}
+	done := 0
+	for len(bufs) > maxIovecs {
+		n, err := m.writev(bufs[:maxIovecs], off+int64(done))
+		done += n
+		if err != nil {
+			return done, err
+		}
+		bufs = bufs[maxIovecs:]
+	}
+	n, err := m.writev(bufs, off+int64(done))
+	return done + n, err
+}
+
+// writev serves WritevAt for at most maxIovecs buffers inside the member.
+func (m *File) writev(bufs [][]byte, off int64) (int, error) {
+	want := total(bufs)
 	if off+want == m.size {
 		if err := m.checkSize("write"); err != nil {
 			return 0, err
 		}
 	}
-	n, err := m.vectored(bufs, off, true)
-	if err != nil {
-		return 0, m.wrap("pwritev", err)
+	var n int
+	if m.direct && !m.alignedVec(bufs, off) {
+		var err error
+		if n, err = m.writeBounce(bufs, off, want); err != nil {
+			if serr := m.checkSize("write"); serr != nil {
+				return n, serr
+			}
+			return n, err
+		}
+	} else {
+		var err error
+		if n, err = m.vectored(bufs, off, true); err != nil {
+			return 0, m.wrap("pwritev", err)
+		}
 	}
 	if err := m.checkSize("write"); err != nil {
 		return n, err
@@ -135,6 +195,9 @@ func (m *File) guarded(c *sysReq) error {
 func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
 	if testHookVector != nil {
 		testHookVector()
+	}
+	if testHookIO != nil {
+		testHookIO(m, write, off, int(total(bufs)))
 	}
 	c := sysReqPool.Get().(*sysReq)
 	c.kind, c.bufs, c.off = sysPreadv, bufs, off

@@ -38,6 +38,11 @@ const SuiteSize = 1 << 20
 //   - Reads past the end return n < len(p) with an error; writes past the
 //     end return n < len(p) with an error and never grow the member.
 //   - After Close every call fails with an error wrapping os.ErrClosed.
+//   - A member with vectored I/O (ReadvAt and WritevAt, which the engine
+//     uses for back-to-back extents) round-trips runs of buffers at
+//     aligned and unaligned offsets, lengths and addresses, runs longer
+//     than the kernel's IOV_MAX, and runs reaching past the end, and
+//     agrees with ReadAt.
 func TestMember(t *testing.T, open func(t *testing.T, size int64) raid.Member) {
 	t.Helper()
 	t.Run("size", func(t *testing.T) { testSize(t, open) })
@@ -49,6 +54,7 @@ func TestMember(t *testing.T, open func(t *testing.T, size int64) raid.Member) {
 	t.Run("read_past_end", func(t *testing.T) { testReadPastEnd(t, open) })
 	t.Run("write_past_end", func(t *testing.T) { testWritePastEnd(t, open) })
 	t.Run("closed", func(t *testing.T) { testClosed(t, open) })
+	t.Run("vectored", func(t *testing.T) { testVectored(t, open) })
 }
 
 // model is the expected content of a member under test.
@@ -384,4 +390,99 @@ func testClosed(t *testing.T, open func(t *testing.T, size int64) raid.Member) {
 		})
 	}
 	assert.Equal(t, int64(size), m.Size(), "Size after Close")
+}
+
+// vectorIO is what the engine calls for back-to-back extents on a member.
+type vectorIO interface {
+	ReadvAt(bufs [][]byte, off int64) (int, error)
+	WritevAt(bufs [][]byte, off int64) (int, error)
+}
+
+// vecBufs returns buffers of the given lengths, each starting misalign
+// bytes into a 4096-aligned allocation (Go allocates buffers of a page or
+// more on page boundaries; the first is checked by the caller's cases).
+func vecBufs(lens []int, misalign int) [][]byte {
+	bufs := make([][]byte, len(lens))
+	for i, n := range lens {
+		bufs[i] = make([]byte, n+misalign+4096)[misalign : misalign+n]
+	}
+	return bufs
+}
+
+func testVectored(t *testing.T, open func(t *testing.T, size int64) raid.Member) {
+	const size = SuiteSize
+	m := open(t, size)
+	v, ok := m.(vectorIO)
+	if !ok {
+		t.Skip("the member has no vectored I/O")
+	}
+	want := prefill(t, m, 9)
+	rng := rand.New(rand.NewSource(10))
+	many := make([]int, 1100) // more buffers than IOV_MAX (1024)
+	for i := range many {
+		many[i] = 512
+	}
+	cases := []struct {
+		name     string
+		off      int64
+		lens     []int
+		misalign int
+	}{
+		{name: "aligned_chunks", off: 64 << 10, lens: []int{64 << 10, 64 << 10, 64 << 10, 64 << 10}},
+		{name: "aligned_4k", off: 4096, lens: []int{4096, 8192, 4096}},
+		{name: "sector_lengths", off: 512, lens: []int{512, 1024, 3584}},
+		{name: "misaligned_addresses", off: 8192, lens: []int{4096, 4096}, misalign: 8},
+		{name: "unaligned_offset", off: 100, lens: []int{4096, 4096}},
+		{name: "unaligned_lengths", off: 8192, lens: []int{100, 4096, 7}},
+		{name: "inside_one_block", off: 20000, lens: []int{3, 5}},
+		{name: "beyond_iov_max", off: 12288, lens: many},
+		{name: "large_unaligned_run", off: 1, lens: []int{size/2 - 1, size / 4, size/4 - 4096}},
+		{name: "tail", off: size - 8192, lens: []int{4096, 4096}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bufs := vecBufs(tc.lens, tc.misalign)
+			total := 0
+			for _, b := range bufs {
+				rng.Read(b)
+				total += len(b)
+			}
+			n, err := v.WritevAt(bufs, tc.off)
+			require.NoError(t, err)
+			require.Equal(t, total, n)
+			copy(want[tc.off:], bytes.Join(bufs, nil))
+			verify(t, m, want, "after WritevAt")
+
+			// Read back in differently cut buffers.
+			rev := make([]int, len(tc.lens))
+			for i, n := range tc.lens {
+				rev[len(rev)-1-i] = n
+			}
+			got := vecBufs(rev, tc.misalign)
+			n, err = v.ReadvAt(got, tc.off)
+			require.NoError(t, err)
+			require.Equal(t, total, n)
+			if i := firstDiff(bytes.Join(got, nil), want[tc.off:tc.off+int64(total)]); i >= 0 {
+				t.Fatalf("ReadvAt differs at offset %d", tc.off+int64(i))
+			}
+		})
+	}
+	t.Run("read_past_end", func(t *testing.T) {
+		bufs := vecBufs([]int{4096, 4096}, 0)
+		n, err := v.ReadvAt(bufs, size-4096)
+		require.Error(t, err)
+		assert.Equal(t, 4096, n)
+		assert.True(t, bytes.Equal(want[size-4096:], bufs[0]), "bytes before the end differ")
+	})
+	t.Run("write_past_end", func(t *testing.T) {
+		bufs := [][]byte{bytes.Repeat([]byte{0x5E}, 4096), bytes.Repeat([]byte{0xE5}, 4096)}
+		n, err := v.WritevAt(bufs, size-4096)
+		require.Error(t, err)
+		require.Less(t, n, 8192)
+		assert.Equal(t, int64(size), m.Size(), "member grew")
+		if n > 0 {
+			copy(want[size-4096:], bufs[0][:n])
+		}
+		verify(t, m, want, "after a vectored write past the end")
+	})
 }

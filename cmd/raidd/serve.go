@@ -381,7 +381,11 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		}
 		nbdLs = append(nbdLs, l)
 		for _, e := range exports {
-			uris = append(uris, nbdURI(l.Addr(), e.Name))
+			u := nbdURI(l.Addr(), e.Name)
+			if tlsMode == nbd.TLSRequire { // nbds:// and nbds+unix:// ask clients for TLS
+				u = "nbds" + strings.TrimPrefix(u, "nbd")
+			}
+			uris = append(uris, u)
 		}
 	}
 	var httpServers []*http.Server

@@ -99,15 +99,20 @@ func (l *Leaf) Write(certPath, keyPath string) error {
 	return writePEM(keyPath, "PRIVATE KEY", der)
 }
 
-// WriteClientDir writes dir/ca-cert.pem (ca, the CA that signed the
-// server's certificate) and, if client is not nil, dir/client-cert.pem and
-// dir/client-key.pem: the layout libnbd's tls-certificates=DIR and qemu's
-// tls-creds-x509 dir= expect.
-func WriteClientDir(dir string, ca *CA, client *Leaf) error {
+// WriteClientDir writes dir/ca-cert.pem (the certificates of cas: the CA
+// that signed the server's certificate, and for qemu, which checks its own
+// certificate too, the one that signed client's) and, if client is not
+// nil, dir/client-cert.pem and dir/client-key.pem: the layout libnbd's
+// tls-certificates=DIR and qemu's tls-creds-x509 dir= expect.
+func WriteClientDir(dir string, client *Leaf, cas ...*CA) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := ca.WriteCert(filepath.Join(dir, "ca-cert.pem")); err != nil {
+	var b []byte
+	for _, ca := range cas {
+		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca-cert.pem"), b, 0o600); err != nil {
 		return err
 	}
 	if client == nil {

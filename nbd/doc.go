@@ -101,12 +101,43 @@
 //     NBD_OPT_STRUCTURED_REPLY.
 //   - NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT, with the
 //     base:allocation context; see "Block status" below.
-//   - Everything else, including STARTTLS (the server runs in NOTLS mode),
-//     gets NBD_REP_ERR_UNSUP after its data is skipped exactly.
+//   - NBD_OPT_STARTTLS: see "TLS" below.
+//   - Everything else gets NBD_REP_ERR_UNSUP after its data is skipped
+//     exactly.
 //   - Option data above 64 KiB is never read: the server replies
 //     NBD_REP_ERR_TOO_BIG (except for EXPORT_NAME, which has no error path) and
 //     disconnects.
 //   - An empty export name selects the first export.
+//
+// # TLS
+//
+// Options.TLSMode selects the spec's TLS behaviour; Options.TLSConfig is the
+// crypto/tls server configuration (at least TLS 1.2; TLS 1.3 is preferred by
+// crypto/tls).
+//
+//   - TLSOff (NOTLS mode): NBD_OPT_STARTTLS gets NBD_REP_ERR_UNSUP.
+//   - TLSOn: STARTTLS is offered and clients that never ask for it are
+//     served in plaintext (a SELECTIVETLS server without TLS-only exports).
+//   - TLSRequire (FORCEDTLS mode): before TLS, every option except STARTTLS
+//     and NBD_OPT_ABORT is answered NBD_REP_ERR_TLS_REQD after its data is
+//     skipped (NBD_OPT_INFO, GO, LIST, STRUCTURED_REPLY, the meta-context
+//     options and unknown options alike), and NBD_OPT_EXPORT_NAME, which has
+//     no error reply, closes the connection.
+//
+// STARTTLS with option data, or once TLS is established, gets
+// NBD_REP_ERR_INVALID. Otherwise the server replies NBD_REP_ACK and runs
+// the TLS handshake on the same connection, within HandshakeTimeout; the
+// rest of the negotiation and the whole transmission then go over the
+// tls.Conn. A failed TLS handshake closes the connection, as the spec
+// requires; so does a client that sent bytes after STARTTLS before reading
+// the ACK, since those bytes arrived in plaintext and must not be taken as
+// protected. Nothing negotiated before STARTTLS (structured replies, the
+// meta context) carries over into TLS. Client certificates are verified
+// when TLSConfig asks for it: raidd sets ClientAuth to
+// tls.RequireAndVerifyClientCert with the configured CA pool, and asks for
+// no client certificate without one. Stats counts TLS handshakes and their
+// failures. Deadlines are set on the underlying connection, which bounds the
+// TLS layer too.
 //
 // # What is advertised
 //

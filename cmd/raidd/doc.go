@@ -32,6 +32,12 @@
 // space.
 // contrib/systemd/raidd.yaml documents every key.
 //
+// The tls block (tls.go; --tls, --tls-cert, --tls-key, --tls-ca) becomes
+// nbd.Options.TLSMode and TLSConfig. Its files are read by Validate, so a
+// bad one stops serve naming its key; with tls.ca set, client
+// certificates are required and verified against it
+// (tls.RequireAndVerifyClientCert), without it none is asked for.
+//
 // serve can also take the members of one array as arguments instead of a
 // configured array list; the array's name then comes from their
 // superblocks (or --name, which they must match).

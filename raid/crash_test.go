@@ -27,7 +27,7 @@ func TestCrash(t *testing.T) {
 	shapes := []struct {
 		level stripe.Level
 		n     int
-	}{{stripe.RAID0, 2}, {stripe.RAID1, 2}, {stripe.RAID5, 3}, {stripe.RAID5, 4}, {stripe.RAID10, 3}}
+	}{{stripe.RAID0, 2}, {stripe.RAID1, 2}, {stripe.RAID5, 3}, {stripe.RAID5, 4}, {stripe.RAID6, 4}, {stripe.RAID6, 5}, {stripe.RAID10, 3}}
 	for _, s := range shapes {
 		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
 			t.Parallel()

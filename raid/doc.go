@@ -13,7 +13,7 @@
 //   - Create writes fresh superblocks; Assemble starts an array from its
 //     members' superblocks, following mdadm's rules (see Assemble).
 //   - Layout is a personality (raid0, raid1/raid10 via internal/mirror,
-//     raid5). Personalities register themselves with Register; import them
+//     raid5, raid6). Personalities register themselves with Register; import them
 //     for their side effect. A Layout describes its level's policy as
 //     Traits (which writes and reads lock, coalescing, resync while
 //     degraded); the engine asks the Traits and the stripe.Geometry
@@ -102,7 +102,8 @@
 // Check compares every row's copies or parity and counts rows verified,
 // inconsistent and unverifiable (CheckResult). A row is unverifiable when
 // too few of its copies or members can be read to compare: a RAID5 row
-// missing a member, a mirror chunk with one readable copy, any RAID0 row. A
+// missing a member, a RAID6 row missing two, a mirror chunk with one
+// readable copy, any RAID0 row. A
 // degraded array is therefore never reported consistent; Check returns an
 // error wrapping ErrUnverifiable for it, and ErrInconsistent for rows that
 // disagree.

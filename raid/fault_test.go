@@ -42,7 +42,7 @@ func failureSets(g stripe.Geometry, m int) []int {
 // superblocks before the request that hit it returns, and beyond the
 // tolerance every call fails cleanly and never returns wrong data.
 func TestFaultTolerance(t *testing.T) {
-	shapes := map[stripe.Level]int{stripe.RAID0: 3, stripe.RAID1: 3, stripe.RAID5: 4, stripe.RAID10: 4}
+	shapes := map[stripe.Level]int{stripe.RAID0: 3, stripe.RAID1: 3, stripe.RAID5: 4, stripe.RAID6: 5, stripe.RAID10: 4}
 	for level, n := range shapes {
 		for first := 0; first < n; first++ {
 			t.Run(fmt.Sprintf("%s/members=%d/first=%d", level, n, first), func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	_ "github.com/raidd/raidd/raid/raid1"
 	_ "github.com/raidd/raidd/raid/raid10"
 	_ "github.com/raidd/raidd/raid/raid5"
+	_ "github.com/raidd/raidd/raid/raid6"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -163,6 +164,7 @@ func validShapes() map[stripe.Level][]int {
 		stripe.RAID0:  {2, 3, 5},
 		stripe.RAID1:  {2, 3},
 		stripe.RAID5:  {3, 4, 5},
+		stripe.RAID6:  {4, 5, 6},
 		stripe.RAID10: {2, 3, 4},
 	}
 }

@@ -79,7 +79,7 @@ var (
 
 // Register makes a personality available for a level. Each personality
 // package calls it from init; import the package (raid/raid0, raid1, raid5,
-// raid10) to enable its level. Registering a level twice panics.
+// raid6, raid10) to enable its level. Registering a level twice panics.
 func Register(level stripe.Level, f NewLayout) {
 	registryMu.Lock()
 	defer registryMu.Unlock()

@@ -78,7 +78,7 @@ func subSeed(seed int64, name string) int64 {
 //	RAIDD_SEED=<seed> go test -run '^TestModel$/^raid5/chunk=4K/members=3$' ./raid
 func TestModel(t *testing.T) {
 	seed := testSeed(t)
-	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID10} {
+	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID6, stripe.RAID10} {
 		for _, n := range validShapes()[level] {
 			for _, chunk := range chunkList {
 				name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)

@@ -110,7 +110,7 @@ func (c CreateOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: Name %q is longer than %d bytes", ErrConfig, c.Name, superblock.NameMax))
 	}
 	if !c.Level.Valid() {
-		errs = append(errs, fmt.Errorf("%w: Level %d is not 0, 1, 5 or 10", ErrConfig, int(c.Level)))
+		errs = append(errs, fmt.Errorf("%w: Level %d is not 0, 1, 5, 6 or 10", ErrConfig, int(c.Level)))
 	}
 	if ch := c.Chunk; ch != 0 && (ch < stripe.MinChunk || ch > stripe.MaxChunk || ch&(ch-1) != 0) {
 		errs = append(errs, fmt.Errorf("%w: Chunk %d is not a power of two from %d to %d", ErrConfig, ch, stripe.MinChunk, stripe.MaxChunk))

@@ -96,8 +96,9 @@ func (g Geometry) MemberSize() int64 { return g.rows << g.shift }
 func (g Geometry) Size() int64 { return g.size }
 
 // Tolerance returns how many members may be missing without data loss in
-// the worst case: RAID0 0, RAID1 n-1, RAID5 1, RAID10 1 (one per copy set
-// in the best case; use Survives for a specific set of missing members).
+// the worst case: RAID0 0, RAID1 n-1, RAID5 1, RAID6 2, RAID10 1 (one per
+// copy set in the best case; use Survives for a specific set of missing
+// members).
 func (g Geometry) Tolerance() int {
 	if g.mirrored() {
 		return g.copies - 1
@@ -177,8 +178,19 @@ func (g Geometry) ParityMember(row int64) int {
 	return int(n - 1 - row%n)
 }
 
+// QMember returns the member holding the second parity chunk (RAID6's Q
+// syndrome) of row row: the member after ParityMember, as in md's
+// left-symmetric RAID6. It returns -1 for a level with fewer than two
+// parity chunks.
+func (g Geometry) QMember(row int64) int {
+	if g.parity < 2 {
+		return -1
+	}
+	return (g.ParityMember(row) + 1) % g.members
+}
+
 // DataMember returns the member holding data chunk i (0 ≤ i < DataMembers)
-// of row row, for striped levels (RAID0, RAID5); it panics for mirrored ones.
+// of row row, for striped levels (RAID0, RAID5, RAID6); it panics for mirrored ones.
 func (g Geometry) DataMember(row int64, i int) int {
 	if g.mirrored() {
 		panic("stripe: DataMember on " + g.level.String())
@@ -274,7 +286,7 @@ type Role uint8
 // Member byte roles returned by Locate.
 const (
 	RoleData   Role = iota // a copy of array data
-	RoleParity             // RAID5 parity
+	RoleParity             // RAID5 parity, RAID6 P or Q
 	RoleUnused             // beyond the array (an odd RAID10's last half row)
 )
 
@@ -317,7 +329,7 @@ func (g Geometry) String() string {
 // Survives reports whether the array still holds every byte when the
 // members in the bit mask missing are unavailable: a striped level loses
 // at most as many members as it has parity chunks per row (RAID0 none,
-// RAID5 one), a mirrored level keeps one copy of every chunk (RAID1 any
+// RAID5 one, RAID6 two), a mirrored level keeps one copy of every chunk (RAID1 any
 // one member, RAID10 one of each pair).
 func (g Geometry) Survives(missing uint64) bool {
 	missing &= 1<<uint(g.members) - 1

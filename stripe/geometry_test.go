@@ -69,6 +69,71 @@ func TestRAID5LeftSymmetric(t *testing.T) {
 	}
 }
 
+// TestRAID6LeftSymmetric pins md's ALGORITHM_LEFT_SYMMETRIC for level 6
+// (raid5_compute_sector: pd_idx = n-1 - stripe%n, qd_idx = pd_idx+1 mod n,
+// dd_idx = pd_idx+2+i mod n), written out by hand.
+func TestRAID6LeftSymmetric(t *testing.T) {
+	tests := []struct {
+		members int
+		p, q    []int   // P and Q member of rows 0, 1, ...
+		data    [][]int // data member of chunk i of each row
+	}{
+		{
+			members: 4,
+			p:       []int{3, 2, 1, 0, 3},
+			q:       []int{0, 3, 2, 1, 0},
+			data:    [][]int{{1, 2}, {0, 1}, {3, 0}, {2, 3}, {1, 2}},
+		},
+		{
+			members: 5,
+			p:       []int{4, 3, 2, 1, 0, 4},
+			q:       []int{0, 4, 3, 2, 1, 0},
+			data:    [][]int{{1, 2, 3}, {0, 1, 2}, {4, 0, 1}, {3, 4, 0}, {2, 3, 4}, {1, 2, 3}},
+		},
+	}
+	for _, tc := range tests {
+		for _, chunk := range []int64{4 * kib, 64 * kib} {
+			c := geo{level: stripe.RAID6, members: tc.members, chunk: chunk}
+			t.Run(c.String(), func(t *testing.T) {
+				rows := int64(len(tc.p))
+				g := c.build(t, rows)
+				dataPerRow := int64(tc.members - 2)
+				require.Equal(t, tc.members-2, g.DataMembers())
+				require.Equal(t, 2, g.Tolerance())
+				const in = 9
+				for r := range rows {
+					for _, pm := range []int{tc.p[r], tc.q[r]} {
+						assert.Equal(t, -1, g.DataIndex(r, pm), "row %d DataIndex(parity %d)", r, pm)
+						a, role := g.Locate(pm, r*chunk+in)
+						assert.Equal(t, stripe.RoleParity, role, "row %d Locate(parity %d)", r, pm)
+						assert.Equal(t, r*dataPerRow*chunk+in, a)
+					}
+					assert.Equal(t, tc.p[r], g.ParityMember(r), "row %d P", r)
+					assert.Equal(t, tc.q[r], g.QMember(r), "row %d Q", r)
+					for i, m := range tc.data[r] {
+						cidx := r*dataPerRow + int64(i)
+						assert.Equal(t, m, g.DataMember(r, i), "row %d DataMember(%d)", r, i)
+						assert.Equal(t, i, g.DataIndex(r, m), "row %d DataIndex(%d)", r, m)
+						e := g.Extents(nil, cidx*chunk+in, 1)
+						require.Len(t, e, 1)
+						assert.Equal(t, stripe.Loc{Member: m, Off: r*chunk + in}, e[0].Loc)
+						assert.Equal(t, i, e[0].Index)
+						a, role := g.Locate(m, r*chunk+in)
+						assert.Equal(t, stripe.RoleData, role)
+						assert.Equal(t, cidx*chunk+in, a)
+					}
+				}
+				assert.True(t, g.Survives(0b0011), "any two missing")
+				assert.True(t, g.Survives(1<<uint(tc.members-1)|1))
+				assert.False(t, g.Survives(0b0111), "three missing")
+			})
+		}
+	}
+	g, err := stripe.New(stripe.RAID5, 4, 4*kib, mib)
+	require.NoError(t, err)
+	assert.Equal(t, -1, g.QMember(0), "RAID5 has no Q")
+}
+
 func TestRAID10Near2(t *testing.T) {
 	type ml struct{ member, row int64 }
 	tests := []struct {
@@ -307,7 +372,8 @@ func TestNewErrors(t *testing.T) {
 		want       error // nil: New must succeed
 	}{
 		{"level=2", stripe.Level(2), 3, ok, mib, stripe.ErrLevel},
-		{"level=6", stripe.Level(6), 4, ok, mib, stripe.ErrLevel},
+		{"level=7", stripe.Level(7), 4, ok, mib, stripe.ErrLevel},
+		{"raid6/3-members", stripe.RAID6, 3, ok, mib, stripe.ErrMembers},
 		{"level=-1", stripe.Level(-1), 4, ok, mib, stripe.ErrLevel},
 		{"chunk=0", stripe.RAID0, 2, 0, mib, stripe.ErrChunk},
 		{"chunk=-4K", stripe.RAID0, 2, -4 * kib, mib, stripe.ErrChunk},
@@ -380,8 +446,9 @@ func TestParseLevel(t *testing.T) {
 		{in: "raid", err: true},
 		{in: "2", err: true},
 		{in: "4", err: true},
-		{in: "6", err: true},
-		{in: "raid6", err: true},
+		{in: "6", want: stripe.RAID6},
+		{in: "raid6", want: stripe.RAID6},
+		{in: "7", err: true},
 		{in: "11", err: true},
 		{in: "raid 5", err: true},
 		{in: "5.0", err: true},
@@ -417,7 +484,8 @@ func TestLevelAndRoleStrings(t *testing.T) {
 		{stripe.RAID1, "raid1", true, 2},
 		{stripe.RAID5, "raid5", true, 3},
 		{stripe.RAID10, "raid10", true, 2},
-		{stripe.Level(6), "level(6)", false, 2},
+		{stripe.RAID6, "raid6", true, 4},
+		{stripe.Level(7), "level(7)", false, 2},
 		{stripe.Level(-1), "level(-1)", false, 2},
 	}
 	for _, tc := range tests {

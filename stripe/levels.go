@@ -15,6 +15,7 @@ const (
 	RAID0  Level = 0
 	RAID1  Level = 1
 	RAID5  Level = 5
+	RAID6  Level = 6
 	RAID10 Level = 10
 )
 
@@ -26,7 +27,8 @@ const (
 //     chunks. With parity > 0 the parity rotates in md's left-symmetric
 //     layout: in row r the first parity chunk is on member n-1 - (r mod n),
 //     the others follow it, and data chunk i is on the member after them
-//     (RAID0: no parity; RAID5: one parity chunk).
+//     (RAID0: no parity; RAID5: one parity chunk; RAID6: P, then Q on
+//     the member after P).
 //   - mirrored (copies != 0): md's "near" layout. Copy k of array chunk c
 //     sits in slot s = copies*c + k of the member×row grid numbered
 //     row-major (member s mod n, row s div n). copies < 0 means one copy per
@@ -44,6 +46,7 @@ var levels = map[Level]shape{
 	RAID0:  {minMembers: 2},
 	RAID1:  {minMembers: 2, copies: -1},
 	RAID5:  {minMembers: 3, parity: 1},
+	RAID6:  {minMembers: 4, parity: 2},
 	RAID10: {minMembers: 2, copies: Copies},
 }
 
@@ -70,7 +73,8 @@ func Levels() []Level {
 	return out
 }
 
-// ParseLevel accepts "0", "raid0", "1", "raid1", "mirror", "5", "raid5", "10" and "raid10".
+// ParseLevel accepts "0", "raid0", "1", "raid1", "mirror", "5", "raid5", "6",
+// "raid6", "10" and "raid10".
 func ParseLevel(s string) (Level, error) {
 	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "raid")
 	if t == "mirror" {
@@ -83,7 +87,7 @@ func ParseLevel(s string) (Level, error) {
 	return Level(n), nil
 }
 
-// levelList is "0, 1, 5 or 10".
+// levelList is "0, 1, 5, 6 or 10".
 func levelList() string {
 	var names []string
 	for _, l := range Levels() {

@@ -20,7 +20,7 @@ type levelCase struct {
 
 func (c levelCase) String() string { return fmt.Sprintf("raid%s/members=%d", c.level, c.members) }
 
-var clientLevels = []levelCase{{"0", 2}, {"1", 2}, {"5", 4}, {"10", 3}}
+var clientLevels = []levelCase{{"0", 2}, {"1", 2}, {"5", 4}, {"6", 5}, {"10", 3}}
 
 const (
 	testChunk   = "64K"

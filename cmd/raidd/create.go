@@ -43,7 +43,7 @@ prints a snippet to paste.`,
 	}
 	fs := cmd.Flags()
 	name := fs.String("name", "", "array `name`, recorded in the superblocks (required)")
-	level := fs.String("level", "", "RAID `level`: 0, 1, 5 or 10 (required)")
+	level := fs.String("level", "", "RAID `level`: 0, 1, 5, 6 or 10 (required)")
 	chunk := fs.String("chunk", "512KiB", "chunk `size`: a power of two from 4KiB to 64MiB")
 	size := fs.String("size", "", "create missing member files as sparse files of this `size`")
 	force := fs.Bool("force", false, "overwrite members that already carry a raidd superblock, and take over members whose holder cannot be proven dead")

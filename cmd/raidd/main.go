@@ -94,7 +94,7 @@ type cli struct {
 func (c *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "raidd",
-		Short: "Software RAID 0/1/5/10 over files and block devices, exported over NBD",
+		Short: "Software RAID 0/1/5/6/10 over files and block devices, exported over NBD",
 		Long: `raidd combines regular files and block devices into RAID 0, 1, 5 and 10
 arrays and exports each array as a Network Block Device (NBD) export.
 

@@ -32,6 +32,7 @@ import (
 	_ "github.com/raidd/raidd/raid/raid1"
 	_ "github.com/raidd/raidd/raid/raid10"
 	_ "github.com/raidd/raidd/raid/raid5"
+	_ "github.com/raidd/raidd/raid/raid6"
 )
 
 // exportDevice is everything the NBD server can use of an array. Listing

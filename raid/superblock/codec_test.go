@@ -209,7 +209,7 @@ func TestValidate(t *testing.T) {
 		{"name-nul", func(m *Meta) { m.Name = "a\x00b" }, []string{"Name"}},
 		{"name-not-utf8", func(m *Meta) { m.Name = "a\xffb" }, []string{"Name"}},
 		{"level-2", func(m *Meta) { m.Level = 2 }, []string{"Level"}},
-		{"level-6", func(m *Meta) { m.Level = 6 }, []string{"Level"}},
+		{"level-7", func(m *Meta) { m.Level = 7 }, []string{"Level"}},
 		{"chunk-zero", func(m *Meta) { m.ChunkSize = 0 }, []string{"ChunkSize"}},
 		{"chunk-2K", func(m *Meta) { m.ChunkSize = 2048 }, []string{"ChunkSize"}},
 		{"chunk-not-pow2", func(m *Meta) { m.ChunkSize = 12288 }, []string{"ChunkSize"}},
@@ -351,7 +351,7 @@ func TestDecodeErrors(t *testing.T) {
 			return resum(b)
 		}, ErrCorrupt, "Members"},
 		{"chunk-size", func(b []byte) []byte { le.PutUint64(b[104:], 3000); return resum(b) }, ErrCorrupt, "ChunkSize"},
-		{"level", func(b []byte) []byte { le.PutUint32(b[96:], 6); return resum(b) }, ErrCorrupt, "Level"},
+		{"level", func(b []byte) []byte { le.PutUint32(b[96:], 7); return resum(b) }, ErrCorrupt, "Level"},
 		{"name-not-utf8", func(b []byte) []byte { b[32] = 0xff; return resum(b) }, ErrCorrupt, "Name"},
 		{"member-state", func(b []byte) []byte { b[256+24+20] = 5; return resum(b) }, ErrCorrupt, "Members[1].State"},
 	}

@@ -34,7 +34,7 @@
 //	12      4     Flags uint32: incompatible features, none defined (= 0)
 //	16      16    ArrayUUID
 //	32      64    Name: UTF-8 bytes, NUL padded (no terminator at 64 bytes)
-//	96      4     Level uint32: 0, 1, 5 or 10
+//	96      4     Level uint32: 0, 1, 5, 6 or 10
 //	100     4     Layout uint32: 0 = default
 //	104     8     ChunkSize uint64, bytes
 //	112     4     RaidDisks uint32: number of roles

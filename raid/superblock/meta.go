@@ -85,7 +85,7 @@ type MemberInfo struct {
 type Meta struct {
 	ArrayUUID  [16]byte // identity of the array, the same on every member; not zero
 	Name       string   // operator's name for the array: UTF-8, no NUL, at most NameMax bytes
-	Level      uint32   // RAID level: 0, 1, 5 or 10
+	Level      uint32   // RAID level: 0, 1, 5, 6 or 10
 	Layout     uint32   // level-specific layout; 0 = default (RAID5 left-symmetric, RAID10 near-2)
 	ChunkSize  uint64   // bytes; a power of two, at least MinChunkSize
 	RaidDisks  uint32   // number of roles, 1..MaxMembers
@@ -134,7 +134,7 @@ func (m *Meta) Clone() *Meta {
 // the field. It returns nil if m can be encoded.
 //
 // Rules: ArrayUUID and MemberUUID are not zero; Name is valid UTF-8 of at most
-// NameMax bytes with no NUL; Level is 0, 1, 5 or 10; ChunkSize is a power of
+// NameMax bytes with no NUL; Level is 0, 1, 5, 6 or 10; ChunkSize is a power of
 // two >= MinChunkSize; 1 <= RaidDisks <= MaxMembers; Role and RebuildRole are
 // -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
 // DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
@@ -176,9 +176,9 @@ func (m *Meta) problems() problemList {
 		bad("Name", "is not valid UTF-8")
 	}
 	switch m.Level {
-	case 0, 1, 5, 10:
+	case 0, 1, 5, 6, 10:
 	default:
-		bad("Level", "%d is not 0, 1, 5 or 10", m.Level)
+		bad("Level", "%d is not 0, 1, 5, 6 or 10", m.Level)
 	}
 	if m.ChunkSize < MinChunkSize || bits.OnesCount64(m.ChunkSize) != 1 {
 		bad("ChunkSize", "%d is not a power of two of at least %d", m.ChunkSize, MinChunkSize)

@@ -1,0 +1,54 @@
+// Package raid6 registers the RAID6 personality: N ≥ 4 members, two parity
+// chunks per row, P and Q, in md's default left-symmetric layout for level
+// 6 (ALGORITHM_LEFT_SYMMETRIC): in row r P is on member n-1 - (r mod n), Q on
+// the member after it, and data chunk i on member (P + 2 + i) mod n. The
+// array survives the loss of any two members.
+//
+// The parity is bit-identical to md's: P is the XOR of the data chunks and
+// Q is the Reed-Solomon syndrome over GF(2^8) with generator 2 and
+// polynomial 0x11d, data chunk i weighted by 2^i (i counts the data chunks
+// from the one after Q, md's syndrome slot order). Both are computed by
+// klauspost/reedsolomon with WithCustomMatrix (rows of 1s and of 2^i, see
+// Matrix), which makes the library's code exactly md's, and
+// WithMaxGoroutines(1): raidd gets its parallelism from many stripes in
+// flight. Encoding goes through EncodeIdx, one data chunk at a time into P
+// and Q, which does not allocate; Encode allocates per call on CPUs with
+// GFNI. Reconstruction (degraded reads and writes, rebuild, check with a
+// member missing) uses the library's Reconstruct with the same matrix, which
+// solves every combination of two missing chunks: data+data, data+P,
+// data+Q and P+Q. It may allocate; the healthy paths do not.
+//
+// # Writes
+//
+// A write is split by row. On a healthy row the plan with the fewest member
+// reads wins (on a tie, the fewest bytes read):
+//
+//   - full stripe: P and Q are computed from the new data, nothing is read;
+//   - reconstruct-write (RCW): read the parts of the data chunks the write
+//     does not cover, compute P and Q from scratch;
+//   - read-modify-write (RMW): read the old data being replaced, P and Q,
+//     and apply the delta (P ^= old ^ new, Q ^= 2^i·(old ^ new)).
+//
+// On a degraded row (one or two members unreadable, or being rebuilt) the
+// write is a reconstruct-write. When every missing data chunk is entirely
+// overwritten it reads only the data it does not cover; otherwise it reads
+// every readable chunk of the written range, P and Q included, rebuilds the
+// missing data's old contents, lays the new data over it, and computes P
+// and Q. Data, P and Q are written to every writable member (a member being
+// rebuilt included). Reads happen before any write of the row, so a member
+// that fails during the reads only changes the plan.
+//
+// # Discards
+//
+// Whole rows are discarded on every member, P and Q included: a row of
+// zeroes has zero P and zero Q. Partial rows are written as zeroes through
+// the normal plans.
+//
+// # Rebuild and check
+//
+// Rebuild reconstructs one member's chunk of a row from the others; it
+// works while one other member is missing too, so two members rebuild as
+// two jobs. Check verifies P and Q; with one member missing it rebuilds the
+// missing chunk from the others and still verifies the parity left, so a
+// row is unverifiable only with two members missing.
+package raid6

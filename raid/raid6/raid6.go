@@ -1,0 +1,559 @@
+package raid6
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/klauspost/reedsolomon"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+func init() { raid.Register(stripe.RAID6, New) }
+
+// Layout is the RAID6 personality. It is safe for concurrent use: the
+// encoder is shared and keeps no per-call state on the paths used here.
+type Layout struct {
+	g     stripe.Geometry
+	enc   reedsolomon.Encoder // dk data shards, then P and Q (md's syndrome)
+	n, dk int
+	chunk int64
+}
+
+// Matrix returns the parity rows of md's RAID6 code for dk data chunks:
+// P = sum of D_i (all coefficients 1), Q = sum of 2^i · D_i over GF(2^8)
+// with polynomial 0x11d, the field reedsolomon uses.
+func Matrix(dk int) [][]byte {
+	p := make([]byte, dk)
+	q := make([]byte, dk)
+	g := byte(1)
+	for i := range dk {
+		p[i] = 1
+		q[i] = g
+		// g *= 2 in GF(2^8) mod x^8+x^4+x^3+x^2+1 (0x11d)
+		hi := g & 0x80
+		g <<= 1
+		if hi != 0 {
+			g ^= 0x1d
+		}
+	}
+	return [][]byte{p, q}
+}
+
+// New returns the RAID6 personality for a geometry.
+func New(g stripe.Geometry) (raid.Layout, error) {
+	if g.Level() != stripe.RAID6 {
+		return nil, fmt.Errorf("raid6: geometry is %s", g.Level())
+	}
+	dk := g.Members() - 2
+	enc, err := reedsolomon.New(dk, 2, reedsolomon.WithCustomMatrix(Matrix(dk)), reedsolomon.WithMaxGoroutines(1))
+	if err != nil {
+		return nil, fmt.Errorf("raid6: encoder: %w", err)
+	}
+	return &Layout{g: g, enc: enc, n: g.Members(), dk: dk, chunk: g.Chunk()}, nil
+}
+
+// Traits: as RAID5. Writes are locked (data, P and Q change together);
+// degraded reads lock up front because most of them reconstruct; partial
+// writes are coalesced; a degraded array is not resynced (the write hole).
+func (l *Layout) Traits() raid.Traits {
+	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true}
+}
+
+// member returns the member holding shard idx of row row: data index idx
+// for idx < dk, P for dk, Q for dk+1.
+func (l *Layout) member(row int64, idx int) int {
+	switch idx {
+	case l.dk:
+		return l.g.ParityMember(row)
+	case l.dk + 1:
+		return l.g.QMember(row)
+	}
+	return l.g.DataMember(row, idx)
+}
+
+// accumulate adds shard idx's contribution to P and Q: p ^= d, q ^= 2^idx·d.
+// It does not allocate (two parity rows stay below the library's
+// code-generation threshold, which allocates).
+func (l *Layout) accumulate(op *raid.Op, d []byte, idx int, p, q []byte) {
+	par := op.Scratch[:2]
+	par[0], par[1] = p, q
+	if err := l.enc.EncodeIdx(d, idx, par); err != nil {
+		panic("raid6: encode: " + err.Error()) // lengths are equal by construction
+	}
+	par[0], par[1] = nil, nil
+}
+
+// encode sets p and q to the P and Q of data (dk shards of equal length).
+func (l *Layout) encode(op *raid.Op, data [][]byte, p, q []byte) {
+	copy(p, data[0])
+	copy(q, data[0]) // weight 2^0 = 1
+	for i := 1; i < l.dk; i++ {
+		l.accumulate(op, data[i], i, p, q)
+	}
+}
+
+// reconstruct fills the shards of shards (dk+2, by shard index) that are
+// zero-length, using the capacity they have, from the others.
+func (l *Layout) reconstruct(shards [][]byte, dataOnly bool) error {
+	var err error
+	if dataOnly {
+		err = l.enc.ReconstructData(shards)
+	} else {
+		err = l.enc.Reconstruct(shards)
+	}
+	if err != nil {
+		return fmt.Errorf("raid6: reconstruct: %w", err)
+	}
+	return nil
+}
+
+// unreadable returns how many members are unreadable.
+func (l *Layout) unreadable(op *raid.Op) int {
+	c := 0
+	for m := 0; m < l.n; m++ {
+		if !op.Readable(m) {
+			c++
+		}
+	}
+	return c
+}
+
+// ReadAt reads data chunks directly; chunks on unreadable members are
+// reconstructed from the rest of their row under the stripe locks. All
+// reads of one attempt go out in one Run; a member that fails to read
+// makes the next attempt reconstruct around it.
+func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
+	var exts []stripe.Extent
+	ns := l.dk + 2
+	for {
+		exts = op.Extents(off, int64(len(p)))
+		list := op.List[:0]
+		recon := false
+		for _, e := range exts {
+			dst := p[e.BufOff : e.BufOff+e.Len]
+			if op.Readable(e.Member) {
+				op.Read(e.Member, dst, e.Off)
+				continue
+			}
+			recon = true
+			if !op.Locked() {
+				continue
+			}
+			if l.unreadable(op) > 2 {
+				return raid.ErrTooManyFailures
+			}
+			// Queue the same range of every other shard of the row; the
+			// missing ones stay zero-length for reconstruct.
+			for idx := range ns {
+				m := l.member(e.Row, idx)
+				b := op.Buf(e.Len)
+				if m == e.Member || !op.Readable(m) {
+					b = b[:0]
+				} else {
+					op.Read(m, b, e.Off)
+				}
+				list = append(list, b)
+			}
+		}
+		op.List = list
+		failed := op.Run() != 0
+		if (failed || recon) && !op.Locked() {
+			return op.NeedLock()
+		}
+		if failed {
+			continue // plan again around the member that failed
+		}
+		k := 0
+		for _, e := range exts {
+			if op.Readable(e.Member) {
+				continue
+			}
+			shards := list[k : k+ns]
+			k += ns
+			if err := l.reconstruct(shards, true); err != nil {
+				return err
+			}
+			copy(p[e.BufOff:e.BufOff+e.Len], shards[e.Index])
+		}
+		break
+	}
+	// Rewrite the reconstructed bytes on members whose reads failed.
+	repair := false
+	for _, e := range exts {
+		if op.ReadFailed(e.Member) && op.Writable(e.Member) {
+			op.Repair(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
+			repair = true
+		}
+	}
+	if repair {
+		op.Run()
+	}
+	return nil
+}
+
+// errRetry tells a write plan that a member failed while reading: plan the row again.
+var errRetry = fmt.Errorf("raid6: member failed, plan again")
+
+// rowWrite describes the part of one row a write touches.
+type rowWrite struct {
+	row    int64
+	base   int64 // member offset of the row
+	lo, hi int64 // union of written chunk-relative ranges
+	// per data index: written range [a, b) and its data; len(data) == 0 if untouched
+	a, b [stripe.MaxMembers]int64
+	data [stripe.MaxMembers][]byte
+}
+
+func (w *rowWrite) touched(i int) bool { return len(w.data[i]) != 0 }
+
+// covers reports whether data index i is written over all of [lo, hi).
+func (w *rowWrite) covers(i int) bool {
+	return w.touched(i) && w.a[i] <= w.lo && w.b[i] >= w.hi
+}
+
+// WriteAt writes p row by row (see the package doc for the plans).
+func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
+	return l.write(op, p, off, int64(len(p)))
+}
+
+// write writes p (or zeroes when p is nil) to [off, off+n).
+func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
+	var w rowWrite
+	exts := op.Extents(off, n)
+	for i := 0; i < len(exts); {
+		j := i
+		row := exts[i].Row
+		w.row, w.base, w.lo, w.hi = row, row*l.chunk, l.chunk, 0
+		for k := range w.data[:l.dk] {
+			w.data[k] = nil
+		}
+		for ; j < len(exts) && exts[j].Row == row; j++ {
+			e := exts[j]
+			in := e.Off - w.base
+			w.a[e.Index], w.b[e.Index] = in, in+e.Len
+			if p == nil {
+				w.data[e.Index] = op.Zeroes(e.Len)
+			} else {
+				w.data[e.Index] = p[e.BufOff : e.BufOff+e.Len]
+			}
+			w.lo, w.hi = min(w.lo, in), max(w.hi, in+e.Len)
+		}
+		// exts is op scratch: writeRow must not call op.Extents. It doesn't.
+		if err := l.writeRow(op, &w); err != nil {
+			return err
+		}
+		i = j
+	}
+	op.Run()
+	if l.unreadable(op) > 2 {
+		return raid.ErrTooManyFailures
+	}
+	return nil
+}
+
+// writeRow plans and performs one row's write. It queues the final member
+// writes without running them when the row needed no reads, so that
+// consecutive full-stripe rows go out together; the caller runs the queue.
+func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
+	for {
+		cnt := l.unreadable(op)
+		if cnt > 2 {
+			return raid.ErrTooManyFailures
+		}
+		var err error
+		if cnt == 0 {
+			// Fewest member reads wins; on a tie, fewest bytes read.
+			width := w.hi - w.lo
+			rmwReads, rcwReads := 2, 0
+			rmwBytes, rcwBytes := 2*width, int64(0)
+			for i := 0; i < l.dk; i++ {
+				if w.touched(i) {
+					rmwReads++
+					rmwBytes += w.b[i] - w.a[i]
+				}
+				if !w.covers(i) {
+					rcwReads++
+					rcwBytes += width
+				}
+			}
+			if rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+				err = l.rcw(op, w, false)
+			} else {
+				err = l.rmw(op, w)
+			}
+		} else {
+			// Degraded: reconstruct-write. The old contents of the whole
+			// row range are needed only when a missing data chunk is not
+			// entirely overwritten.
+			full := false
+			for i := 0; i < l.dk; i++ {
+				if !op.Readable(l.g.DataMember(w.row, i)) && !w.covers(i) {
+					full = true
+				}
+			}
+			err = l.rcw(op, w, full)
+		}
+		if err != errRetry {
+			return err
+		}
+	}
+}
+
+// queueData queues the writes of the new data chunks.
+func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
+	for i := 0; i < l.dk; i++ {
+		if m := l.g.DataMember(w.row, i); w.touched(i) && op.Writable(m) {
+			op.Write(m, w.data[i], w.base+w.a[i])
+		}
+	}
+}
+
+// queueParity queues the writes of P and Q over [lo, hi).
+func (l *Layout) queueParity(op *raid.Op, w *rowWrite, p, q []byte) {
+	if pm := l.g.ParityMember(w.row); op.Writable(pm) {
+		op.Write(pm, p, w.base+w.lo)
+	}
+	if qm := l.g.QMember(w.row); op.Writable(qm) {
+		op.Write(qm, q, w.base+w.lo)
+	}
+}
+
+// rcw is reconstruct-write over [lo, hi). Without full, the data chunks the
+// write does not cover are read and every unreadable data chunk is covered
+// by the write. With full, every readable chunk of the range is read, P and
+// Q included, and the missing data is reconstructed before the new data is
+// laid over it.
+func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
+	width := w.hi - w.lo
+	shards := op.Shards[:l.dk+2]
+	reads, missing := false, false
+	for idx := range l.dk + 2 {
+		m := l.member(w.row, idx)
+		if idx < l.dk && !full && w.covers(idx) {
+			shards[idx] = w.data[idx][w.lo-w.a[idx] : w.hi-w.a[idx]]
+			continue
+		}
+		b := op.Buf(width)
+		switch {
+		case idx >= l.dk && !full:
+		case op.Readable(m):
+			op.Read(m, b, w.base+w.lo)
+			reads = true
+		default:
+			b = b[:0]
+			missing = missing || idx < l.dk
+		}
+		shards[idx] = b
+	}
+	if reads && op.Run() != 0 {
+		return errRetry
+	}
+	if missing {
+		if err := l.reconstruct(shards, true); err != nil {
+			return err
+		}
+	}
+	// Overlay the new data on the buffers that were read or rebuilt.
+	for i := 0; i < l.dk; i++ {
+		if w.touched(i) && (full || !w.covers(i)) {
+			copy(shards[i][w.a[i]-w.lo:], w.data[i])
+		}
+	}
+	pbuf, qbuf := shards[l.dk][:width], shards[l.dk+1][:width]
+	l.encode(op, shards[:l.dk], pbuf, qbuf)
+	l.queueData(op, w)
+	l.queueParity(op, w, pbuf, qbuf)
+	if reads {
+		op.Run()
+	}
+	return nil
+}
+
+// rmw is read-modify-write on a healthy row: for each written range,
+// P ^= old ^ new and Q ^= 2^i·(old ^ new).
+func (l *Layout) rmw(op *raid.Op, w *rowWrite) error {
+	width := w.hi - w.lo
+	old := op.Shards // by data index
+	for i := 0; i < l.dk; i++ {
+		old[i] = nil
+		if w.touched(i) {
+			old[i] = op.Buf(w.b[i] - w.a[i])
+			op.Read(l.g.DataMember(w.row, i), old[i], w.base+w.a[i])
+		}
+	}
+	pbuf, qbuf := op.Buf(width), op.Buf(width)
+	op.Read(l.g.ParityMember(w.row), pbuf, w.base+w.lo)
+	op.Read(l.g.QMember(w.row), qbuf, w.base+w.lo)
+	if op.Run() != 0 {
+		return errRetry
+	}
+	for i := 0; i < l.dk; i++ {
+		if w.touched(i) {
+			p, q := pbuf[w.a[i]-w.lo:w.b[i]-w.lo], qbuf[w.a[i]-w.lo:w.b[i]-w.lo]
+			l.accumulate(op, old[i], i, p, q)
+			l.accumulate(op, w.data[i], i, p, q)
+			old[i] = nil
+		}
+	}
+	l.queueData(op, w)
+	l.queueParity(op, w, pbuf, qbuf)
+	op.Run()
+	return nil
+}
+
+// Discard discards whole rows on every member and writes zeroes to partial
+// rows. A row of zeroes has zero P and zero Q, so it stays consistent.
+func (l *Layout) Discard(op *raid.Op, off, n int64) error {
+	width := l.g.StripeWidth()
+	end := off + n
+	if r := off % width; r != 0 {
+		k := min(n, width-r)
+		if err := l.write(op, nil, off, k); err != nil {
+			return err
+		}
+		off += k
+	}
+	if full := (end - off) / width; full > 0 {
+		row := off / width
+		for m := 0; m < l.n; m++ {
+			if op.Writable(m) {
+				op.Discard(m, row*l.chunk, full*l.chunk)
+			}
+		}
+		op.Run()
+		if l.unreadable(op) > 2 {
+			return raid.ErrTooManyFailures
+		}
+		off += full * width
+	}
+	if off < end {
+		return l.write(op, nil, off, end-off)
+	}
+	return nil
+}
+
+// readRow reads shard idx of the row into op.Shards[idx] for every
+// readable member, leaving unreadable ones zero-length (with capacity).
+// It reports the number of shards missing and whether the reads succeeded.
+func (l *Layout) readRow(op *raid.Op, row int64) (missing int, ok bool) {
+	shards := op.Shards[:l.dk+2]
+	for idx := range shards {
+		m := l.member(row, idx)
+		shards[idx] = op.Buf(l.chunk)
+		if op.Readable(m) {
+			op.Read(m, shards[idx], row*l.chunk)
+		} else {
+			shards[idx] = shards[idx][:0]
+			missing++
+		}
+	}
+	return missing, op.Run() == 0
+}
+
+// Resync recomputes the row's P and Q from its data and rewrites whichever
+// differs. A row with an unreadable member is left alone (the write hole).
+func (l *Layout) Resync(op *raid.Op, row int64) error {
+	if l.unreadable(op) > 0 {
+		return nil
+	}
+	if _, ok := l.readRow(op, row); !ok {
+		return nil // the failed member is recorded; the row is now degraded
+	}
+	shards := op.Shards[:l.dk+2]
+	p, q := op.Buf(l.chunk), op.Buf(l.chunk)
+	l.encode(op, shards[:l.dk], p, q)
+	if !bytes.Equal(p, shards[l.dk]) {
+		op.Write(l.g.ParityMember(row), p, row*l.chunk)
+	}
+	if !bytes.Equal(q, shards[l.dk+1]) {
+		op.Write(l.g.QMember(row), q, row*l.chunk)
+	}
+	op.Run()
+	return nil
+}
+
+// Rebuild writes target's chunk of the row, reconstructed from the
+// readable members (at most one other may be missing). The encoder may
+// allocate here; this is background work, not the I/O path.
+func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
+	cnt := l.unreadable(op)
+	if op.Readable(target) {
+		cnt++
+	}
+	if cnt > 2 {
+		return raid.ErrTooManyFailures
+	}
+	shards := op.Shards[:l.dk+2]
+	idx := -1
+	for i := range shards {
+		m := l.member(row, i)
+		shards[i] = op.Buf(l.chunk)
+		if m == target {
+			idx = i
+		}
+		if m == target || !op.Readable(m) {
+			shards[i] = shards[i][:0]
+			continue
+		}
+		op.Read(m, shards[i], row*l.chunk)
+	}
+	if op.Run() != 0 {
+		return raid.ErrTooManyFailures
+	}
+	if err := l.reconstruct(shards, idx < l.dk); err != nil {
+		return fmt.Errorf("raid6: rebuild row %d: %w", row, err)
+	}
+	op.Write(target, shards[idx], row*l.chunk)
+	op.Run()
+	return nil
+}
+
+// Check verifies the row's P and Q against its data. With one member
+// missing the row is still verified: the missing chunk is reconstructed
+// from the other chunks and the remaining parity is compared. With two
+// missing, or a member failing its read, nothing is left to compare and
+// Check returns ErrUnverifiable.
+func (l *Layout) Check(op *raid.Op, row int64) error {
+	if c := l.unreadable(op); c > 1 {
+		return fmt.Errorf("%w: row %d: %d members are missing", raid.ErrUnverifiable, row, c)
+	}
+	missing, ok := l.readRow(op, row)
+	if !ok {
+		return fmt.Errorf("%w: row %d: a member failed to read", raid.ErrUnverifiable, row)
+	}
+	shards := op.Shards[:l.dk+2]
+	if missing > 0 {
+		// Data is rebuilt from the first dk shards present (data, then
+		// P), so the parity left over still verifies the row.
+		if err := l.reconstruct(shards, true); err != nil {
+			return fmt.Errorf("%w: row %d: %w", raid.ErrUnverifiable, row, err)
+		}
+	}
+	p, q := op.Buf(l.chunk), op.Buf(l.chunk)
+	l.encode(op, shards[:l.dk], p, q)
+	for k, want := range [][]byte{p, q} {
+		have := shards[l.dk+k]
+		if len(have) == 0 {
+			continue
+		}
+		if i := mismatch(want, have); i >= 0 {
+			return fmt.Errorf("%w: row %d %s mismatch at chunk offset %d", raid.ErrInconsistent, row, [...]string{"P", "Q"}[k], i)
+		}
+	}
+	return nil
+}
+
+// mismatch returns the first offset where a and b differ, or -1.
+func mismatch(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,43 @@
+package raid6
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+// TestEncodeNoAllocs: computing P and Q from scratch (full stripe, RCW) and
+// applying a delta (RMW) allocate nothing, with chunks large enough for the
+// library's SIMD paths.
+func TestEncodeNoAllocs(t *testing.T) {
+	for _, n := range []int{4, 6, 10} {
+		const chunk = 64 << 10
+		g, err := stripe.New(stripe.RAID6, n, chunk, 4*chunk)
+		require.NoError(t, err)
+		lay, err := New(g)
+		require.NoError(t, err)
+		l := lay.(*Layout)
+		devs := make([]raid.Member, n)
+		for m := range devs {
+			devs[m] = member.NewMemory(4 * chunk)
+		}
+		op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
+		require.NoError(t, err)
+		data := make([][]byte, l.dk)
+		for i := range data {
+			data[i] = make([]byte, chunk)
+			rand.New(rand.NewSource(int64(i))).Read(data[i])
+		}
+		p, q := make([]byte, chunk), make([]byte, chunk)
+		allocs := testing.AllocsPerRun(20, func() {
+			l.encode(op, data, p, q)
+			l.accumulate(op, data[1], 1, p, q)
+		})
+		require.Zero(t, allocs, "members=%d", n)
+	}
+}

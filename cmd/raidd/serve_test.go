@@ -400,7 +400,7 @@ func TestCLIErrors(t *testing.T) {
 		"bad bitmap region":          {[]string{"create", "--name", "a", "--level", "1", "--bitmap-region", "3KiB", "/x"}, exitUsage, "BitmapRegion 3072"},
 		"create needs members":       {[]string{"create", "--name", "a", "--level", "1"}, exitUsage, "requires at least 1 arg"},
 		"create needs a level":       {[]string{"create", "--name", "a", "/x"}, exitUsage, "--level is required"},
-		"bad level and chunk":        {[]string{"create", "--name", "a", "--level", "6", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
+		"bad level and chunk":        {[]string{"create", "--name", "a", "--level", "7", "--chunk", "3KiB", "/x"}, exitUsage, "--level"},
 		"bad chunk":                  {[]string{"create", "--name", "a", "--level", "5", "--chunk", "3KiB", "/x"}, exitUsage, "Chunk 3072"},
 		"unknown config key":         {[]string{"serve", "--config", bad}, 1, "listen_adress"},
 		"status without daemon":      {[]string{"status", "--control", filepath.Join(e.dir, "none.sock")}, exitNoStatus, "raidd is not running"},

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# bench/disks.sh: raidd on emulated disks, every level and job as measured /
+# ideal, plus one emulated disk served by qemu-nbd as the peer. Every disk is
+# a loop device (losetup --direct-io=on) over a file in /dev/shm, throttled
+# by a cgroup-v1 blkio group; raidd (serve --direct) and qemu-nbd
+# (--cache=none --aio=native) run inside that group. See bench/README.md.
+# Needs root, cgroup v1 blkio, losetup, qemu-nbd, fio (nbd engine), nbdinfo,
+# python3 and Go (unless RAIDD_BIN is set). Not part of CI.
+#
+# Knobs (environment):
+#   DISKS      members per array                          (default 4)
+#   BW         MiB/s per disk and direction               (default 100)
+#   IOPS       operations/s per disk and direction        (default 1000)
+#   DISK_SIZE  size of each disk                          (default 256M)
+#   CHUNK      chunk size of every array                  (default 64K)
+#   LEVELS     levels to measure; 6 is skipped unless
+#              `raidd create --level 6` works             (default "0 1 5 10 6")
+#   RUNTIME    seconds per fio job, after RAMP            (default 10)
+#   RAMP       fio ramp_time in seconds                   (default 2)
+#   ROUNDS     interleaved rounds; the median is printed  (default 1)
+#   SHM        directory for the disk files               (default /dev/shm)
+#   RAIDD_BIN  use this raidd binary instead of building one
+set -euo pipefail
+
+DISKS=${DISKS:-4}
+BW=${BW:-100}
+IOPS=${IOPS:-1000}
+DISK_SIZE=${DISK_SIZE:-256M}
+CHUNK=${CHUNK:-64K}
+LEVELS=${LEVELS:-"0 1 5 10 6"}
+RUNTIME=${RUNTIME:-10}
+RAMP=${RAMP:-2}
+ROUNDS=${ROUNDS:-1}
+SHM=${SHM:-/dev/shm}
+BLKIO=${BLKIO:-/sys/fs/cgroup/blkio}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+die() { echo "disks.sh: $*" >&2; exit 2; }
+
+[[ $(id -u) == 0 ]] || die "needs root (loop devices and cgroups)"
+if [[ ! -w $BLKIO/blkio.throttle.read_bps_device && ! -e $BLKIO/blkio.throttle.read_bps_device ]]; then
+	die "cgroup v1 blkio controller not found at $BLKIO (no blkio.throttle.read_bps_device): this script throttles disks with cgroup v1 blkio only; on a cgroup-v2-only host it cannot run (mount a v1 blkio hierarchy, or set BLKIO to where it is mounted)"
+fi
+for tool in losetup qemu-nbd fio nbdinfo python3; do
+	command -v "$tool" >/dev/null || die "$tool not installed (apt-get install -y util-linux qemu-utils fio libnbd-bin python3)"
+done
+fio --enghelp=nbd >/dev/null 2>&1 || die "fio has no nbd ioengine"
+[[ $DISKS -ge 2 ]] || die "DISKS must be at least 2"
+
+work=$(mktemp -d "$SHM/raidd-disks.XXXXXX")
+sock=$(mktemp -d /tmp/rd.XXXXXX) # short paths for unix sockets
+cg=$BLKIO/raidd-disks-$$
+loops=()
+pids=()
+
+cleanup() {
+	local rc=$? pid dev log
+	if [[ $rc != 0 ]]; then
+		for log in "$work"/*.log; do
+			[[ -s $log ]] && { echo "--- $log" >&2; tail -n 20 "$log" >&2; }
+		done
+	fi
+	for pid in "${pids[@]}"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	for dev in "${loops[@]}"; do
+		losetup --detach "$dev" 2>/dev/null || echo "disks.sh: could not detach $dev" >&2
+	done
+	if [[ -d $cg ]]; then
+		rmdir "$cg" 2>/dev/null || echo "disks.sh: could not remove cgroup $cg" >&2
+	fi
+	rm -rf "$work" "$sock"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir "$cg" || die "cannot create the blkio cgroup $cg"
+
+if [[ -n "${RAIDD_BIN:-}" ]]; then
+	bin=$RAIDD_BIN
+else
+	bin=$sock/raidd
+	echo "building raidd ..." >&2
+	(cd "$repo" && go build -o "$bin" ./cmd/raidd)
+fi
+
+bps=$((BW * 1024 * 1024))
+
+# new_disk NAME: a throttled loop device over $work/NAME.img, in $disk.
+new_disk() {
+	local img=$work/$1.img dev mm
+	truncate -s "$DISK_SIZE" "$img"
+	dev=$(losetup --find --show --direct-io=on "$img") || die "losetup --direct-io=on $img failed"
+	loops+=("$dev")
+	disk=$dev
+	mm=$(lsblk -dno MAJ:MIN "$dev" | tr -d ' ')
+	echo "$mm $bps" >"$cg/blkio.throttle.read_bps_device"
+	echo "$mm $bps" >"$cg/blkio.throttle.write_bps_device"
+	echo "$mm $IOPS" >"$cg/blkio.throttle.read_iops_device"
+	echo "$mm $IOPS" >"$cg/blkio.throttle.write_iops_device"
+}
+
+# in_cgroup CMD...: run CMD inside the throttled cgroup (in the background
+# when called with &).
+in_cgroup() {
+	echo "$BASHPID" >"$cg/cgroup.procs"
+	exec "$@"
+}
+
+# wait_sock SOCKET PID EXPORT: wait up to 10 s for a server to listen.
+wait_sock() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		if nbdinfo --size "nbd+unix:///$3?socket=$1" >/dev/null 2>&1; then
+			return 0
+		fi
+		kill -0 "$2" 2>/dev/null || { echo "disks.sh: server on $1 exited:" >&2; cat "$work/$3.log" >&2; return 1; }
+		sleep 0.1
+	done
+	die "server on $1 did not start"
+}
+
+targets=()
+# start_raidd LEVEL: create an array of DISKS fresh disks and serve it with
+# --direct inside the cgroup. Returns 1 when the level cannot be created.
+start_raidd() {
+	local level=$1 name=r$1 i members=()
+	for ((i = 0; i < DISKS; i++)); do
+		new_disk "$name-d$i"
+		members+=("$disk")
+	done
+	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
+		echo "raid$level: skipped: raidd create --level $level failed: $(grep -m1 -i error "$work/$name.create" || head -n 1 "$work/$name.create")" >&2
+		return 1
+	fi
+	in_cgroup "$bin" serve --direct --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "${members[@]}" \
+		>"$work/$name.log" 2>&1 &
+	pids+=($!)
+	wait_sock "$sock/$name.sock" $! "$name" || return 1
+	targets+=("raid$level:$level:nbd+unix:///$name?socket=$sock/$name.sock")
+}
+
+for level in $LEVELS; do
+	if ! start_raidd "$level"; then
+		[[ $level == 6 ]] || die "raid$level could not be created or served"
+	fi
+done
+[[ ${#targets[@]} -gt 0 ]] || die "no array could be created"
+
+# The peer: one throttled disk, served by qemu-nbd with direct, native AIO.
+new_disk peer
+in_cgroup qemu-nbd --format=raw --cache=none --aio=native --shared=8 --persistent --export-name=peer \
+	--socket="$sock/peer.sock" "$disk" >"$work/peer.log" 2>&1 &
+pids+=($!)
+wait_sock "$sock/peer.sock" $! peer
+targets+=("peer:peer:nbd+unix:///peer?socket=$sock/peer.sock")
+
+# Precondition: write every target once, so that reads and writes below
+# meet written data (steady state, not first-write or never-written costs).
+for target in "${targets[@]}"; do
+	tname=${target%%:*}
+	turi=${target#*:*:}
+	size=$(nbdinfo --size "$turi")
+	echo "preconditioning $tname ($size bytes) ..." >&2
+	fio --name=pre --ioengine=nbd --uri="$turi" --rw=write --bs=1M --iodepth=8 --size="$size" \
+		--output-format=json --output="$work/pre.$tname.json" >/dev/null
+done
+
+jobs=(
+	"seq-read-1M:--rw=read --bs=1M --iodepth=8"
+	"seq-write-1M:--rw=write --bs=1M --iodepth=8"
+	"rand-read-4K:--rw=randread --bs=4k --iodepth=32"
+	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
+)
+
+echo "disks: $DISKS per array, each a loop device over $DISK_SIZE in $SHM, $BW MiB/s and $IOPS IOPS per direction; chunk $CHUNK; $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job" >&2
+for ((round = 1; round <= ROUNDS; round++)); do
+	for job in "${jobs[@]}"; do
+		jname=${job%%:*}
+		jargs=${job#*:}
+		for target in "${targets[@]}"; do
+			tname=${target%%:*}
+			turi=${target#*:*:}
+			echo "round $round: fio $jname on $tname ..." >&2
+			# shellcheck disable=SC2086
+			fio --name="$jname" --ioengine=nbd --uri="$turi" $jargs --numjobs=1 \
+				--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
+				--output-format=json --output="$work/$jname.$tname.$round.json" >/dev/null
+		done
+	done
+done
+
+python3 - "$work" "$DISKS" "$BW" "$IOPS" "$ROUNDS" "${#jobs[@]}" "${jobs[@]}" "${targets[@]}" <<'EOF'
+import json, statistics, sys
+work, n, bw, iops, rounds, njobs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+jobs = [j.split(":", 1)[0] for j in sys.argv[7:7 + njobs]]
+targets = [t.split(":", 2)[:2] for t in sys.argv[7 + njobs:]]
+
+def measured(job, target):
+    vals = []
+    for r in range(1, rounds + 1):
+        with open(f"{work}/{job}.{target}.{r}.json") as f:
+            text = f.read()
+        d = json.loads(text[text.index("{"):])  # skip any notes fio prints first
+        j = d["jobs"][0]
+        if j.get("error", 0):
+            sys.exit(f"fio {job} on {target}: error {j['error']}")
+        side = j["write"] if "write" in job else j["read"]
+        vals.append(side["bw_bytes"] / 2**20 if job.startswith("seq") else side["iops"])
+    return statistics.median(vals)
+
+# ideal(level, job): n disks' worth, less what parity or mirroring must
+# cost. Bandwidth in MiB/s for sequential jobs, IOPS for random ones. The
+# read and write budgets of a disk are separate (blkio throttles each
+# direction), so a RAID5 read-modify-write (2 reads + 2 writes) costs half
+# a disk operation of each kind per member: n/2 x IOPS.
+def ideal(level, job):
+    if level == "peer":
+        return bw if job.startswith("seq") else iops
+    data = {"0": n, "1": n, "10": n, "5": n - 1, "6": n - 2}[level]
+    if job == "seq-read-1M":
+        return data * bw
+    if job == "seq-write-1M":
+        return {"0": n, "5": n - 1, "6": n - 2, "10": n / 2, "1": 1}[level] * bw
+    if job == "rand-read-4K":
+        return n * iops
+    return {"0": n, "5": n / 2, "6": n / 3, "10": n / 2, "1": 1}[level] * iops
+
+cell = 26
+print(f"{'target':<8}" + "".join(f"{j:>{cell}}" for j in jobs))
+print(f"{'':<8}" + "".join(f"{'measured / ideal = ratio':>{cell}}" for _ in jobs))
+print("-" * (8 + cell * len(jobs)))
+worst = []
+for name, level in targets:
+    row = f"{name:<8}"
+    for job in jobs:
+        m, i = measured(job, name), ideal(level, job)
+        row += f"{f'{m:.0f} / {i:.0f} = {m / i:.2f}':>{cell}}"
+        worst.append((m / i, name, job))
+    print(row)
+print()
+print("sequential jobs in MiB/s, random jobs in IOPS; median of", rounds, "round(s)")
+print(f"ideal: seq read {n}x bw (RAID5 {n-1}x, RAID6 {n-2}x); seq write RAID0 {n}x, RAID5 {n-1}x, RAID6 {n-2}x, RAID10 {n/2:g}x, RAID1 1x bw;")
+print(f"       rand read {n}x IOPS; rand write RAID0 {n}x, RAID5 {n/2:g}x, RAID6 {n/3:.3g}x, RAID10 {n/2:g}x, RAID1 1x IOPS; peer: one disk")
+r, name, job = min(worst)
+print(f"lowest ratio: {r:.2f} ({name} {job}); target 0.95")
+EOF

@@ -28,19 +28,12 @@ func (l *Layout) Traits() raid.Traits {
 	return raid.Traits{LockWrites: true, ResyncDegraded: true}
 }
 
-// pick chooses a readable copy of chunk c, preferring members that are not
-// write-mostly. The first choice rotates with the chunk so that a large read
-// spreads evenly over all members: for RAID1 chunk c starts at copy c mod n;
-// for RAID10 the copy alternates every ceil(n/2) chunks, which for an even
-// member count visits every member once per two rows.
-func pick(op *raid.Op, locs []stripe.Loc, c int64) int {
+// pick chooses a readable copy of a chunk, trying locs[start mod n] first and
+// then the following copies, and preferring members that are not
+// write-mostly.
+func pick(op *raid.Op, locs []stripe.Loc, start int64) int {
 	best := -1
 	n := len(locs)
-	g := op.Geometry()
-	start := c
-	if g.Level() == stripe.RAID10 {
-		start = c / int64((g.Members()+1)/2)
-	}
 	for k := 0; k < n; k++ {
 		i := int((start + int64(k)) % int64(n))
 		m := locs[i].Member
@@ -57,6 +50,22 @@ func pick(op *raid.Op, locs []stripe.Loc, c int64) int {
 	return best
 }
 
+// firstCopy returns the copy of chunk c, the j-th of the k chunks of a
+// read, to try first. Small reads rotate with the chunk so that random
+// reads spread over all members: for RAID1 chunk c starts at copy c mod n;
+// for RAID10 the copy alternates every ceil(n/2) chunks. A read of several
+// chunks also splits into one contiguous stretch of chunks per copy (the
+// first k/copies chunks from the first copy, and so on), so that each
+// member serves one run of back-to-back chunks, which the engine merges
+// into one I/O, rather than every copies-th chunk of the request.
+func firstCopy(g stripe.Geometry, copies int, c, j, k int64) int64 {
+	start := c - j // the request's first chunk
+	if g.Level() == stripe.RAID10 {
+		start /= int64((g.Members() + 1) / 2)
+	}
+	return start + j*int64(copies)/k
+}
+
 // ReadAt reads each chunk from one copy. When a copy fails to read, the
 // read is served from another under the stripe locks, and the bad copy is
 // rewritten with the good bytes (md's read-error correction).
@@ -64,9 +73,13 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 	var exts []stripe.Extent
 	for {
 		exts = op.Extents(off, int64(len(p)))
+		if len(exts) == 0 {
+			return nil
+		}
+		first, k := exts[0].Chunk, exts[len(exts)-1].Chunk-exts[0].Chunk+1
 		for _, e := range exts {
 			locs := op.Copies(e.Chunk, e.Off-e.Row*l.g.Chunk())
-			i := pick(op, locs, e.Chunk)
+			i := pick(op, locs, firstCopy(l.g, len(locs), e.Chunk, e.Chunk-first, k))
 			if i < 0 {
 				return raid.ErrTooManyFailures
 			}

@@ -162,3 +162,74 @@ func TestTraits(t *testing.T) {
 	assert.False(t, tr.Coalesce)
 	assert.True(t, tr.ResyncDegraded)
 }
+
+// countingMember counts the read calls (ReadAt or ReadvAt) it serves.
+type countingMember struct {
+	*member.Memory
+	reads int
+}
+
+func (c *countingMember) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.Memory.ReadAt(p, off)
+}
+
+func (c *countingMember) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	c.reads++
+	return c.Memory.ReadvAt(bufs, off)
+}
+
+// TestLargeReadOneRunPerMember reads 16 chunks from a 4-member RAID1 and
+// RAID10: each member must serve one run of back-to-back chunks, one read
+// call, rather than every fourth (RAID1) or every other (RAID10) chunk of
+// the request as four separate reads. A 1-chunk read still rotates over
+// the copies.
+func TestLargeReadOneRunPerMember(t *testing.T) {
+	for _, level := range []stripe.Level{stripe.RAID1, stripe.RAID10} {
+		t.Run(level.String(), func(t *testing.T) {
+			const members, rows = 4, 64
+			g, err := stripe.New(level, members, chunk, rows*chunk)
+			require.NoError(t, err)
+			l, err := mirror.New(g)
+			require.NoError(t, err)
+			var cms []*countingMember
+			var devs []raid.Member
+			for i := 0; i < members; i++ {
+				cm := &countingMember{Memory: member.NewMemory(rows * chunk)}
+				cms = append(cms, cm)
+				devs = append(devs, cm)
+			}
+			want := random(16*chunk, 1)
+			op, err := raid.NewOp(g, raid.OpConfig{Members: devs, Locked: true})
+			require.NoError(t, err)
+			require.NoError(t, l.WriteAt(op, want, 4*chunk))
+			for _, at := range []int64{4 * chunk, 5 * chunk} { // row-aligned and not
+				for _, cm := range cms {
+					cm.reads = 0
+				}
+				got := make([]byte, 16*chunk)
+				op, err = raid.NewOp(g, raid.OpConfig{Members: devs})
+				require.NoError(t, err)
+				require.NoError(t, l.ReadAt(op, got, at))
+				if at == 4*chunk {
+					assert.Equal(t, want, got)
+				}
+				for m, cm := range cms {
+					assert.Equal(t, 1, cm.reads, "member %d, 16-chunk read at %d", m, at)
+				}
+			}
+			// Single-chunk reads of consecutive chunks visit every member.
+			for _, cm := range cms {
+				cm.reads = 0
+			}
+			for c := int64(0); c < 8; c++ {
+				op, err = raid.NewOp(g, raid.OpConfig{Members: devs})
+				require.NoError(t, err)
+				require.NoError(t, l.ReadAt(op, make([]byte, chunk), c*chunk))
+			}
+			for m, cm := range cms {
+				assert.Equal(t, 2, cm.reads, "member %d, eight 1-chunk reads", m)
+			}
+		})
+	}
+}

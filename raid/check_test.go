@@ -87,3 +87,53 @@ func TestCheckDegraded(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckJudgeToleratesChangeDuringCheck: the test helpers flag a check
+// that left rows unverified on a whole, idle, redundant array, but a check
+// can itself change the array: its reads notice a failing member, which is
+// failed, and a spare is claimed and rebuilt before the check ends, so that
+// the array is whole again afterwards. That is a state change, not a false
+// result of the check (it was the cause of model-test failures reported as
+// "check of a whole, idle array left rows unverified"); a running resync
+// counts as busy too.
+func TestCheckJudgeToleratesChangeDuringCheck(t *testing.T) {
+	dev := func(role int, path, state string) raid.MemberStatus {
+		return raid.MemberStatus{Role: role, Path: path, State: state}
+	}
+	before := raid.Status{Devices: []raid.MemberStatus{
+		dev(0, "mem0", "active"), dev(1, "mem1", "active"), dev(2, "mem2", "active"), dev(-1, "mem3", "spare")}}
+	assert.True(t, wholeIdleUnverified(true, before, before), "unchanged, whole and idle: unverified rows are a fault")
+	assert.False(t, wholeIdleUnverified(false, before, before), "no redundancy: unverified rows are expected")
+
+	rebuilt := before
+	rebuilt.Devices = []raid.MemberStatus{
+		dev(0, "mem0", "active"), dev(1, "mem3", "active"), dev(2, "mem2", "active"), dev(-1, "mem1", "failed")}
+	rebuilt.LastRecovery = &raid.Progress{Kind: "rebuild", Role: 1, Path: "mem3", Done: 3, Total: 3, ArrayRows: 3}
+	assert.False(t, wholeIdleUnverified(true, before, rebuilt), "a member failed and a spare was rebuilt during the check")
+
+	resync := before
+	resync.Resync = &raid.Progress{Kind: "resync", Role: -1, Total: 3, ArrayRows: 3}
+	assert.False(t, wholeIdleUnverified(true, before, resync), "a resync ran during the check")
+}
+
+// TestCheckNoticesFailingMember: a member whose device fails is noticed by
+// a check's reads and failed, and the spare is claimed; the helpers' check
+// re-runs once the array changed under it, and after the rebuild every row
+// verifies.
+func TestCheckNoticesFailingMember(t *testing.T) {
+	const chunk = 16 << 10
+	for _, level := range []stripe.Level{stripe.RAID5, stripe.RAID10} {
+		t.Run(level.String(), func(t *testing.T) {
+			r := newRig(4, memberSizeFor(chunk, 8))
+			a := createArray(t, r.devs[:3], raid.CreateOptions{Name: "ck", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
+			fill(t, a, 23)
+			require.NoError(t, a.Sync())
+			require.NoError(t, a.AddMember(r.devs[3], false))
+			r.toggles[1].On()
+			checkArray(t, a)
+			st := waitIdle(t, a)
+			require.False(t, st.Degraded, "the spare took the failed member's role: %+v", st.Devices)
+			checkConsistent(t, a, "after the rebuild onto the spare")
+		})
+	}
+}

@@ -351,3 +351,21 @@ func TestTLSMinVersion(t *testing.T) {
 	tc := tls.Client(cl.c, &tls.Config{RootCAs: ca.pool, ServerName: "localhost", MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10})
 	require.Error(t, tc.Handshake())
 }
+
+// A client that stops after STARTTLS, before its ClientHello, is closed
+// by the handshake deadline like any other stalled handshake.
+func TestTLSStalledHandshakeTimesOut(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	opts := oneExport(newMemDev(4096))
+	opts.TLSMode, opts.HandshakeTimeout = TLSRequire, 200*time.Millisecond
+	opts.TLSConfig = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "s")}}
+	ts := startServer(t, opts)
+	cl := dial(t, ts)
+	cl.hello(clientFlagFixedNewstyle | clientFlagNoZeroes)
+	cl.sendOpt(optStartTLS, nil)
+	require.Equal(t, repAck, cl.readOptReply().typ)
+	start := time.Now()
+	cl.expectEOF()
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Eventually(t, func() bool { return ts.s.Stats().TLSFailures == 1 }, 5*time.Second, time.Millisecond)
+}

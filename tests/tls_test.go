@@ -121,6 +121,13 @@ func TestTLSRequire(t *testing.T) {
 		})
 	}
 
+	// The three refused TLS clients show in the metrics (the counter is
+	// bumped after the server's alert, hence Eventually).
+	assert.Eventually(t, func() bool {
+		return strings.Contains(controlGet(t, s.ctrl, "/metrics"), `raidd_nbd_tls_handshakes_total{result="failed"} 3`)
+	}, 5*time.Second, 20*time.Millisecond, "failed TLS handshakes in /metrics")
+	assert.Regexp(t, `raidd_nbd_tls_handshakes_total\{result="ok"\} [1-9]`, controlGet(t, s.ctrl, "/metrics"))
+
 	t.Run("qemu-img", func(t *testing.T) {
 		requireTool(t, "qemu-img")
 		opts := func(dir string) []string {

@@ -81,6 +81,9 @@ type nbdStats struct {
 	IdleTimeouts       int64 `json:"idle_timeouts"`
 	IOTimeouts         int64 `json:"io_timeouts"`
 	InFlightBytes      int64 `json:"in_flight_bytes"`
+	// TLS handshakes after NBD_OPT_STARTTLS that succeeded and failed.
+	TLSHandshakes int64 `json:"tls_handshakes"`
+	TLSFailures   int64 `json:"tls_failures"`
 }
 
 func toNBDStats(s nbd.Stats) nbdStats {
@@ -93,6 +96,7 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		BytesWritten: s.BytesWritten, ErrorReplies: s.ErrorReplies,
 		RefusedConnections: s.RefusedConnections, IdleTimeouts: s.IdleTimeouts,
 		IOTimeouts: s.IOTimeouts, InFlightBytes: s.InFlightBytes,
+		TLSHandshakes: s.TLSHandshakes, TLSFailures: s.TLSFailures,
 	}
 }
 

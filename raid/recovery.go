@@ -41,6 +41,10 @@ type recovery struct {
 	regions []bool
 	planned int64        // rows to do
 	done    atomic.Int64 // rows done
+	// moved counts the bytes the job read or wrote on its busiest member
+	// (what the rate limit charges): rows rebuilt as holes add nothing, so
+	// on a sparse array it is well below rows × chunk.
+	moved atomic.Int64
 	// throttle state
 	tmu      sync.Mutex
 	lastOps  int64
@@ -117,7 +121,7 @@ func (a *Array) startReAddLocked(role int, target *slot, regions []int64) bool {
 // false). Callers hold commitMu and cfgMu.
 func (a *Array) runJobAsyncLocked(j *recovery, detail string) bool {
 	ctx, cancel := context.WithCancel(a.ctx)
-	j.start, j.cancel = time.Now(), cancel
+	j.start, j.cancel = a.clock.Now(), cancel
 	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
 	j.row.Store(j.first)
 	prevLast := a.lastJob
@@ -173,6 +177,7 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 				a.throttle(ctx, j)
 				moved, err := a.jobStep(j, row)
 				a.charge(j, moved)
+				j.moved.Add(moved)
 				if errors.Is(err, errJobChanged) {
 					a.cfgMu.Lock()
 					current := a.job == j
@@ -390,9 +395,12 @@ func (a *Array) finishJob(j *recovery) {
 		a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: "final sync failed: " + err.Error()})
 		return
 	}
-	elapsed := time.Since(j.start)
-	rate := float64(j.done.Load()*a.geo.Chunk()) / elapsed.Seconds()
-	detail := fmt.Sprintf("%d rows in %s (%.1f MiB/s)", j.done.Load(), elapsed.Round(time.Millisecond), rate/(1<<20))
+	elapsed := a.clock.Now().Sub(j.start)
+	moved := j.moved.Load()
+	detail := fmt.Sprintf("%d rows in %s, %.1f MiB moved", j.done.Load(), elapsed.Round(time.Millisecond), float64(moved)/(1<<20))
+	if elapsed > 0 {
+		detail += fmt.Sprintf(" (%.1f MiB/s)", float64(moved)/(1<<20)/elapsed.Seconds())
+	}
 	if j.regions != nil {
 		detail = fmt.Sprintf("re-add: %d of %d rows resynced in %s", j.done.Load(), a.geo.Rows(), elapsed.Round(time.Millisecond))
 	}

@@ -163,3 +163,69 @@ func TestRateLimitChargesBytesMoved(t *testing.T) {
 	assert.Equal(t, int64(full*chunk), st.Stats.RebuildBytesWritten)
 	assert.Equal(t, int64((rows-full)*chunk), st.Stats.RebuildBytesDiscarded)
 }
+
+// TestRebuildProgressSparse: on a sparse array the rebuild's progress
+// reports the bytes it actually moved and their rate, and an ETA from the
+// rows left at the rows-per-second pace (hole rows move no bytes), and the
+// rebuild-finished event gives the bytes moved and their rate, not
+// rows × chunk. The data sits in the last rows, so that the rebuild passes
+// the holes at once and is then paced by the limiter on a fake clock.
+func TestRebuildProgressSparse(t *testing.T) {
+	const chunk, rows, full = 64 << 10, 40, 8
+	const rate = 16 << 20
+	rowTime := time.Duration(chunk) * time.Second / rate
+	devs := sparseMembers(t, 4, chunk, rows)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	o := raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate, RebuildMaxRate: rate, ProgressInterval: time.Hour}, clk)
+	a := createArray(t, devs[:3], raid.CreateOptions{Name: "prog", Level: stripe.RAID5, Chunk: chunk, Spares: devs[3:]}, o)
+	width := a.Geometry().StripeWidth()
+	data := make([]byte, full*width)
+	rand.New(rand.NewSource(6)).Read(data)
+	at := a.Size() - int64(len(data))
+	_, err := a.WriteAt(data, at)
+	require.NoError(t, err)
+	start := clk.Now()
+	require.NoError(t, a.FailMember(devs[0].Path))
+
+	// A few data rows in, with both workers and the checkpointer asleep
+	// on the clock, so the numbers hold still while they are read.
+	for i := 0; i < 2; i++ {
+		require.True(t, clk.WaitSleepers(jobSleepers, 10*time.Second), "the rebuild does not wait for the clock")
+		clk.AdvanceToNext()
+	}
+	require.True(t, clk.WaitSleepers(jobSleepers, 10*time.Second), "the rebuild does not wait for the clock")
+	p := a.Status().Recovery
+	require.NotNil(t, p)
+	el := clk.Now().Sub(start).Seconds()
+	require.Positive(t, el)
+	require.Positive(t, p.BytesMoved)
+	assert.Less(t, p.BytesMoved, p.Done*chunk, "hole rows moved nothing: %+v", *p)
+	assert.Zero(t, p.BytesMoved%chunk, "whole chunks of data rows: %+v", *p)
+	assert.InDelta(t, float64(p.BytesMoved)/el, p.BytesPerSec, 1e-6, "bytes per second are the bytes moved: %+v", *p)
+	assert.InDelta(t, float64(p.Done)/el, p.RowsPerSec, 1e-6, "rows per second: %+v", *p)
+	assert.InDelta(t, float64(p.Total-p.Done)/p.RowsPerSec, p.ETASeconds, 1e-6, "ETA from the rows left: %+v", *p)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Status().Recovery != nil {
+		require.True(t, time.Now().Before(deadline), "the rebuild does not finish")
+		if clk.WaitSleepers(2, time.Millisecond) {
+			clk.AdvanceToNext()
+		}
+	}
+	st := a.Status()
+	require.False(t, st.Degraded)
+	elapsed := clk.Now().Sub(start)
+	require.Positive(t, elapsed)
+	require.LessOrEqual(t, elapsed, full*rowTime, "the rebuild takes at most the time of its data rows at the limit")
+	moved := float64(full*chunk) / (1 << 20)
+	want := fmt.Sprintf("%d rows in %s, %.1f MiB moved (%.1f MiB/s)", rows, elapsed.Round(time.Millisecond), moved, moved/elapsed.Seconds())
+	var found bool
+	for _, e := range st.History {
+		if e.Kind == raid.EventRebuildFinished {
+			found = true
+			assert.Equal(t, want, e.Detail)
+		}
+	}
+	assert.True(t, found, "no rebuild-finished event: %+v", st.History)
+	requireContent(t, a, append(make([]byte, at), data...), "after the rebuild")
+}

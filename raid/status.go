@@ -2,7 +2,6 @@ package raid
 
 import (
 	"sort"
-	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -42,12 +41,21 @@ type Progress struct {
 	// Done and Total count rows: for a rebuild or replace, the position
 	// and the array's rows; for a re-add, the rows resynced so far and the
 	// rows of the bitmap regions it resyncs (of ArrayRows).
-	Done        int64   `json:"done_rows"`
-	Total       int64   `json:"total_rows"`
-	ArrayRows   int64   `json:"array_rows"`
-	Percent     float64 `json:"percent"`
+	Done      int64   `json:"done_rows"`
+	Total     int64   `json:"total_rows"`
+	ArrayRows int64   `json:"array_rows"`
+	Percent   float64 `json:"percent"`
+	// BytesMoved counts the bytes the job actually read or wrote on its
+	// busiest member (rows rebuilt as holes cost nothing), and BytesPerSec
+	// is that over the time the job has run: on a sparse array both are
+	// well below rows × chunk.
+	BytesMoved  int64   `json:"bytes_moved"`
 	BytesPerSec float64 `json:"bytes_per_sec,omitempty"`
-	ETASeconds  float64 `json:"eta_seconds,omitempty"`
+	// RowsPerSec is the rows done per second so far, and ETASeconds the
+	// rows left at that pace: rows, not bytes, since hole rows go by
+	// without moving any.
+	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
+	ETASeconds float64 `json:"eta_seconds,omitempty"`
 }
 
 // BitmapStatus describes the write-intent bitmap.
@@ -224,18 +232,20 @@ func (a *Array) byteStats() Stats {
 func (a *Array) jobProgress(j *recovery, kind jobKind, running bool) *Progress {
 	rows := a.geo.Rows()
 	p := &Progress{Kind: kind.String(), Role: j.role, Path: j.target.path, Done: j.row.Load(), Total: rows, ArrayRows: rows}
-	moved := p.Done - j.first
+	rowsDone := p.Done - j.first
 	if j.regions != nil {
 		p.Kind, p.Done, p.Total = "re-add", j.done.Load(), j.planned
-		moved = p.Done
+		rowsDone = p.Done
 	}
+	p.BytesMoved = j.moved.Load()
 	p.Percent = 100
 	if p.Total > 0 {
 		p.Percent = 100 * float64(p.Done) / float64(p.Total)
 	}
-	if el := time.Since(j.start).Seconds(); el > 0 && moved > 0 && running {
-		p.BytesPerSec = float64(moved*a.geo.Chunk()) / el
-		p.ETASeconds = float64((p.Total-p.Done)*a.geo.Chunk()) / p.BytesPerSec
+	if el := a.clock.Now().Sub(j.start).Seconds(); el > 0 && rowsDone > 0 && running {
+		p.BytesPerSec = float64(p.BytesMoved) / el
+		p.RowsPerSec = float64(rowsDone) / el
+		p.ETASeconds = float64(p.Total-p.Done) / p.RowsPerSec
 	}
 	return p
 }

@@ -33,7 +33,7 @@ type benchShape struct {
 	n     int
 }
 
-var benchShapes = []benchShape{{stripe.RAID0, 4}, {stripe.RAID1, 2}, {stripe.RAID5, 4}, {stripe.RAID10, 4}}
+var benchShapes = []benchShape{{stripe.RAID0, 4}, {stripe.RAID1, 2}, {stripe.RAID5, 4}, {stripe.RAID6, 6}, {stripe.RAID10, 4}}
 
 const benchChunk = 64 << 10
 
@@ -100,16 +100,20 @@ func BenchmarkRandomWrite4K(b *testing.B) {
 }
 
 // BenchmarkRead reads 1 MiB sequentially; the degraded variant fails member
-// 0 first, so RAID5 reconstructs from parity.
+// 0 first, so RAID5 reconstructs from parity, and degraded2 (RAID6) fails
+// members 0 and 1, so RAID6 reconstructs from P and Q.
 func BenchmarkRead(b *testing.B) {
-	for _, degraded := range []bool{false, true} {
+	for _, missing := range []int{0, 1, 2} {
 		for _, s := range benchShapes {
-			if degraded && s.level == stripe.RAID0 {
+			if missing > 0 && (s.level == stripe.RAID0 || (missing == 2 && s.level != stripe.RAID6)) {
 				continue
 			}
 			name := fmt.Sprintf("%s/members=%d", s.level, s.n)
-			if degraded {
+			switch missing {
+			case 1:
 				name += "/degraded"
+			case 2:
+				name += "/degraded2"
 			}
 			b.Run(name, func(b *testing.B) {
 				a, _ := benchArray(b, s)
@@ -117,8 +121,8 @@ func BenchmarkRead(b *testing.B) {
 				if _, err := a.WriteAt(make([]byte, a.Size()), 0); err != nil {
 					b.Fatal(err)
 				}
-				if degraded {
-					failRole(b, a, 0)
+				for m := range missing {
+					failRole(b, a, m)
 				}
 				b.SetBytes(1 << 20)
 				b.ReportAllocs()

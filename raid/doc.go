@@ -103,8 +103,10 @@
 // inconsistent and unverifiable (CheckResult). A row is unverifiable when
 // too few of its copies or members can be read to compare: a RAID5 row
 // missing a member, a RAID6 row missing two, a mirror chunk with one
-// readable copy, any RAID0 row. A
-// degraded array is therefore never reported consistent; Check returns an
+// readable copy, any RAID0 row. (A RAID6 row missing one member, like a
+// 3-way mirror missing one copy, still has redundancy to compare and is
+// verified.) An array degraded beyond its redundancy is therefore never
+// reported consistent; Check returns an
 // error wrapping ErrUnverifiable for it, and ErrInconsistent for rows that
 // disagree.
 package raid

@@ -144,6 +144,7 @@ func (a *Array) runJobAsyncLocked(j *recovery, detail string) bool {
 // runJob runs the job's workers; worker w does rows first+w, first+w+W, ...
 // The job's position (for status and checkpoints) is the slowest worker's.
 func (a *Array) runJob(ctx context.Context, j *recovery) {
+	a.seedBitmap(j)
 	rows := a.geo.Rows()
 	first := j.row.Load()
 	var prog [jobWorkers]atomic.Int64
@@ -311,6 +312,34 @@ func (a *Array) charge(j *recovery, n int64) {
 	}
 	a.charged.Add(n)
 	j.next = j.next.Add(time.Duration(float64(n) / float64(limit) * float64(time.Second)))
+}
+
+// seedBitmap writes the current write-intent bitmap to the job's target (a
+// claimed spare, a re-added member or a replacement). Bits set before the
+// job began are on the other members only, since a bitmap update goes to
+// the members writable at the time; without this, the target would lack
+// them until the next bit changed, and an assembly that has the target but
+// not the members holding them would resync or re-add too little. The View
+// with the target as writable is published before the job's goroutine gets
+// cfgMu, and every later bitmap update goes to that View's members;
+// bitmap.mu orders this write with those updates.
+func (a *Array) seedBitmap(j *recovery) {
+	b := a.bitmap
+	if b == nil {
+		return
+	}
+	a.cfgMu.Lock() // wait for the publication of the job's View
+	a.cfgMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, err := j.target.dev.WriteAt(b.snapshot(), superblock.BitmapOffset)
+	if err == nil {
+		err = j.target.dev.Sync()
+	}
+	if err != nil {
+		// The job's own writes to the target fail it if its device is bad.
+		a.log.Warn("cannot write the write-intent bitmap to the rebuild target", "path", j.target.path, "err", err)
+	}
 }
 
 // dataProber is implemented by members that can tell holes from data.

@@ -326,3 +326,36 @@ func TestBitmapWriteFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, p, got)
 }
+
+// TestClaimedSpareGetsBitmap: the bits of the write-intent bitmap set while
+// a role was missing are written to the spare claimed for it when its
+// rebuild starts, not only at the next bit change: the spare's on-disk
+// bitmap equals the survivors'.
+func TestClaimedSpareGetsBitmap(t *testing.T) {
+	const chunk = 8 << 10
+	const rate = 16 // rows per second: the rebuild waits on the fake clock
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	r := newRig(3, memberSizeFor(chunk, 64))
+	a := createArray(t, r.devs[:2], raid.CreateOptions{Name: "bm", Level: stripe.RAID1, Chunk: chunk, BitmapRegion: 4 * chunk},
+		raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk}, clk))
+	failRole(t, a, 1)
+	p := make([]byte, chunk)
+	randomBytes(p, 3)
+	for _, off := range []int64{0, 20 * chunk, 50 * chunk} {
+		_, err := a.WriteAt(p, off)
+		require.NoError(t, err)
+	}
+	image := func(k int) []byte {
+		b := make([]byte, 4096)
+		_, err := r.mem[k].ReadAt(b, superblock.BitmapOffset)
+		require.NoError(t, err)
+		return b
+	}
+	want := image(0)
+	require.NotEqual(t, make([]byte, len(want)), want, "the survivor's bitmap has bits set")
+	require.NoError(t, a.AddMember(r.devs[2], false))
+	require.True(t, clk.WaitSleepers(jobSleepers, 10*time.Second), "the rebuild does not wait for the clock")
+	require.NotNil(t, a.Status().Recovery, "the rebuild onto the spare runs")
+	assert.Equal(t, want, image(2), "the claimed spare's bitmap")
+	waitIdleClock(t, a, clk)
+}

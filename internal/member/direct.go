@@ -118,12 +118,48 @@ func (m *File) readBounce(bufs [][]byte, off, want int64) (int, error) {
 	return int(done), nil
 }
 
+// edgeLocks is the number of stripes of File.edges.
+const edgeLocks = 64
+
+// lockEdges locks the edge-block stripes of the window [start, start+span)
+// whose first (head) or last (tail) alignment block is only partly written,
+// in ascending stripe order. It returns the stripes for unlockEdges.
+func (m *File) lockEdges(start int64, span int, head, tail bool) (idx [2]int, n int) {
+	if head {
+		idx[n] = int(uint64(start/m.align) % edgeLocks)
+		n++
+	}
+	if tail {
+		t := int(uint64((start+int64(span))/m.align-1) % edgeLocks)
+		if n == 0 || t != idx[0] {
+			idx[n] = t
+			n++
+		}
+	}
+	if n == 2 && idx[1] < idx[0] {
+		idx[0], idx[1] = idx[1], idx[0]
+	}
+	for i := 0; i < n; i++ {
+		m.edges[idx[i]].Lock()
+	}
+	return idx, n
+}
+
+// unlockEdges unlocks what lockEdges locked.
+func (m *File) unlockEdges(idx [2]int, n int) {
+	for i := n - 1; i >= 0; i-- {
+		m.edges[idx[i]].Unlock()
+	}
+}
+
 // writeBounce writes the want bytes bufs hold, in order, at device offset
 // off through an aligned bounce buffer: one write(2) per window of up to
 // maxBounce bytes, after reading the partially covered edge blocks of the
-// window, if any (read-modify-write). No lock protects the edge blocks:
-// callers never issue overlapping requests concurrently. bufs are not
-// retained.
+// window, if any (read-modify-write). Callers never issue overlapping
+// requests concurrently, but two requests that do not overlap can still
+// share an alignment block; the read-modify-write of a partly covered block
+// therefore holds that block's stripe of m.edges until its write is done,
+// so neither request loses the other's bytes. bufs are not retained.
 func (m *File) writeBounce(bufs [][]byte, off, want int64) (int, error) {
 	a := int(m.align)
 	done := int64(0)
@@ -131,21 +167,27 @@ func (m *File) writeBounce(bufs [][]byte, off, want int64) (int, error) {
 		w := nextWindow(off+done, want-done, m.align)
 		bp := getBounce(w.span)
 		buf := (*bp)[:w.span]
-		if w.skip != 0 {
+		head := w.skip != 0
+		tail := w.skip+w.want != w.span && (w.skip == 0 || w.span > a)
+		locked, nlocked := m.lockEdges(w.start, w.span, head, tail)
+		if head {
 			if _, err := m.pread(buf[:a], w.start); err != nil {
+				m.unlockEdges(locked, nlocked)
 				putBounce(bp)
 				return int(done), err
 			}
 		}
-		if end := w.skip + w.want; end != w.span && (w.skip == 0 || w.span > a) {
+		if tail {
 			last := w.span - a
 			if _, err := m.pread(buf[last:w.span], w.start+int64(last)); err != nil {
+				m.unlockEdges(locked, nlocked)
 				putBounce(bp)
 				return int(done), err
 			}
 		}
 		gather(buf[w.skip:w.skip+w.want], bufs, done)
 		put, err := m.pwrite(buf, w.start)
+		m.unlockEdges(locked, nlocked)
 		putBounce(bp)
 		if err != nil {
 			return int(done) + min(max(put-w.skip, 0), w.want), err

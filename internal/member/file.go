@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -60,6 +61,9 @@ type File struct {
 	// shrunk is set once the device was found shorter than size; every
 	// later call but Sync and Close then fails with ErrShrunk.
 	shrunk atomic.Bool
+	// edges serializes the read-modify-write of partially written
+	// alignment blocks in direct mode (writeBounce), striped by block.
+	edges [edgeLocks]sync.Mutex
 }
 
 // Open opens the regular file or block device at path. The member's Size is

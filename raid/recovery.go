@@ -328,8 +328,14 @@ func (a *Array) seedBitmap(j *recovery) {
 	if b == nil {
 		return
 	}
-	a.cfgMu.Lock() // wait for the publication of the job's View
+	// Taking cfgMu waits for the publication of the job's View; a job that
+	// was already stopped or replaced meanwhile has nothing to seed.
+	a.cfgMu.Lock()
+	current := a.job == j
 	a.cfgMu.Unlock()
+	if !current {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, err := j.target.dev.WriteAt(b.snapshot(), superblock.BitmapOffset)

@@ -396,8 +396,10 @@ func TestReplaceWhileServing(t *testing.T) {
 	data := t.TempDir()
 	srcA, wantA := writeRandomFile(t, data, copyDataLen, 910)
 	srcB, wantB := writeRandomFile(t, data, 8<<20, 911)
-	// 16 MiB/s keeps the copy of 63 MiB running for ~4 s.
-	srv := serve(t, append([]string{"--rebuild-max-rate", "16MiB"}, arr.members...)...)
+	// Rows never written are copied for free, so only srcA's 24 MiB pace
+	// the replace: at 4 MiB/s it runs ~6 s, and ~3.5 s remain after the
+	// copy passes 10 MiB for the overwrite below, however slow the machine.
+	srv := serve(t, append([]string{"--rebuild-min-rate", "1MiB", "--rebuild-max-rate", "4MiB"}, arr.members...)...)
 	uri := srv.uri(arr.name)
 	mustRun(t, "nbdcopy", "--flush", srcA, uri)
 

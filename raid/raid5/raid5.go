@@ -7,6 +7,7 @@ import (
 	"github.com/klauspost/reedsolomon"
 
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/parity"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -150,22 +151,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 // errRetry tells a write plan that a member failed while reading: plan the row again.
 var errRetry = fmt.Errorf("raid5: member failed, plan again")
 
-// rowWrite describes the part of one row a write touches.
-type rowWrite struct {
-	row    int64
-	base   int64 // member offset of the row
-	lo, hi int64 // union of written chunk-relative ranges
-	// per data index: written range [a, b) and its data; len(data) == 0 if untouched
-	a, b [stripe.MaxMembers]int64
-	data [stripe.MaxMembers][]byte
-}
-
-func (w *rowWrite) touched(i int) bool { return len(w.data[i]) != 0 }
-
-// covers reports whether data index i is written over all of [lo, hi).
-func (w *rowWrite) covers(i int) bool {
-	return w.touched(i) && w.a[i] <= w.lo && w.b[i] >= w.hi
-}
+type rowWrite = parity.RowWrite
 
 // WriteAt writes p row by row (see the package doc for the plans).
 func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
@@ -175,30 +161,8 @@ func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
 // write writes p (or zeroes when p is nil) to [off, off+n).
 func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 	var w rowWrite
-	exts := op.Extents(off, n)
-	for i := 0; i < len(exts); {
-		j := i
-		row := exts[i].Row
-		w.row, w.base, w.lo, w.hi = row, row*l.chunk, l.chunk, 0
-		for k := range w.data[:l.dk] {
-			w.data[k] = nil
-		}
-		for ; j < len(exts) && exts[j].Row == row; j++ {
-			e := exts[j]
-			in := e.Off - w.base
-			w.a[e.Index], w.b[e.Index] = in, in+e.Len
-			if p == nil {
-				w.data[e.Index] = op.Zeroes(e.Len)
-			} else {
-				w.data[e.Index] = p[e.BufOff : e.BufOff+e.Len]
-			}
-			w.lo, w.hi = min(w.lo, in), max(w.hi, in+e.Len)
-		}
-		// exts is op scratch: writeRow must not call op.Extents. It doesn't.
-		if err := l.writeRow(op, &w); err != nil {
-			return err
-		}
-		i = j
+	if err := parity.EachRow(op, p, off, n, l.chunk, l.dk, &w, func(w *rowWrite) error { return l.writeRow(op, w) }); err != nil {
+		return err
 	}
 	op.Run()
 	if c, _ := l.unreadable(op); c > 1 {
@@ -211,7 +175,7 @@ func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 // writes without running them when the row needed no reads, so that
 // consecutive full-stripe rows go out together; the caller runs the queue.
 func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
-	pm := l.g.ParityMember(w.row)
+	pm := l.g.ParityMember(w.Row)
 	for {
 		cnt, x := l.unreadable(op)
 		if cnt > 1 {
@@ -223,23 +187,23 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 			l.queueData(op, w)
 			return nil
 		case x >= 0 && x != pm:
-			xi := l.g.DataIndex(w.row, x)
-			if w.touched(xi) {
-				err = l.rcw(op, w, pm, x, !w.covers(xi))
+			xi := l.g.DataIndex(w.Row, x)
+			if w.Touched(xi) {
+				err = l.rcw(op, w, pm, x, !w.Covers(xi))
 			} else {
 				err = l.rmw(op, w, pm)
 			}
 		default: // healthy row, or parity being rebuilt (writable, unreadable)
 			// Fewest member reads wins; on a tie, fewest bytes read.
-			width := w.hi - w.lo
+			width := w.Hi - w.Lo
 			rmwReads, rcwReads := 1, 0
 			rmwBytes, rcwBytes := width, int64(0)
 			for i := 0; i < l.dk; i++ {
-				if w.touched(i) {
+				if w.Touched(i) {
 					rmwReads++
-					rmwBytes += w.b[i] - w.a[i]
+					rmwBytes += w.B[i] - w.A[i]
 				}
-				if !w.covers(i) {
+				if !w.Covers(i) {
 					rcwReads++
 					rcwBytes += width
 				}
@@ -259,8 +223,8 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 // queueData queues the writes of the new data chunks.
 func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
 	for i := 0; i < l.dk; i++ {
-		if m := l.g.DataMember(w.row, i); w.touched(i) && op.Writable(m) {
-			op.Write(m, w.data[i], w.base+w.a[i])
+		if m := l.g.DataMember(w.Row, i); w.Touched(i) && op.Writable(m) {
+			op.Write(m, w.Data[i], w.Base+w.A[i])
 		}
 	}
 }
@@ -268,31 +232,31 @@ func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
 // rcw is reconstruct-write. x is the unreadable data member (or -1); with
 // reconstructX, x's old bytes in [lo, hi) are rebuilt from parity first.
 func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) error {
-	width := w.hi - w.lo
+	width := w.Hi - w.Lo
 	shards := op.Shards[:l.dk+1]
 	reads := false
 	for i := 0; i < l.dk; i++ {
-		m := l.g.DataMember(w.row, i)
-		if w.covers(i) && !reconstructX {
-			shards[i] = w.data[i][w.lo-w.a[i] : w.hi-w.a[i]]
+		m := l.g.DataMember(w.Row, i)
+		if w.Covers(i) && !reconstructX {
+			shards[i] = w.Data[i][w.Lo-w.A[i] : w.Hi-w.A[i]]
 			continue
 		}
 		shards[i] = op.Buf(width)
 		if m != x {
-			op.Read(m, shards[i], w.base+w.lo)
+			op.Read(m, shards[i], w.Base+w.Lo)
 			reads = true
 		}
 	}
 	pbuf := op.Buf(width)
 	if reconstructX {
-		op.Read(pm, pbuf, w.base+w.lo)
+		op.Read(pm, pbuf, w.Base+w.Lo)
 		reads = true
 	}
 	if reads && op.Run() != 0 {
 		return errRetry
 	}
 	if reconstructX {
-		xi := l.g.DataIndex(w.row, x)
+		xi := l.g.DataIndex(w.Row, x)
 		copy(shards[xi], pbuf)
 		for i := 0; i < l.dk; i++ {
 			if i != xi {
@@ -302,15 +266,15 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 	}
 	// Overlay the new data on the buffers that were read.
 	for i := 0; i < l.dk; i++ {
-		if w.touched(i) && (reconstructX || !w.covers(i)) {
-			copy(shards[i][w.a[i]-w.lo:], w.data[i])
+		if w.Touched(i) && (reconstructX || !w.Covers(i)) {
+			copy(shards[i][w.A[i]-w.Lo:], w.Data[i])
 		}
 	}
 	shards[l.dk] = pbuf
 	l.encode(op, shards)
 	l.queueData(op, w)
 	if op.Writable(pm) {
-		op.Write(pm, pbuf, w.base+w.lo)
+		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
 	if reads {
 		op.Run()
@@ -320,31 +284,31 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 
 // rmw is read-modify-write: P ^= old ^ new for each written range.
 func (l *Layout) rmw(op *raid.Op, w *rowWrite, pm int) error {
-	width := w.hi - w.lo
+	width := w.Hi - w.Lo
 	old := op.Shards // by data index
 	for i := 0; i < l.dk; i++ {
 		old[i] = nil
-		if w.touched(i) {
-			old[i] = op.Buf(w.b[i] - w.a[i])
-			op.Read(l.g.DataMember(w.row, i), old[i], w.base+w.a[i])
+		if w.Touched(i) {
+			old[i] = op.Buf(w.B[i] - w.A[i])
+			op.Read(l.g.DataMember(w.Row, i), old[i], w.Base+w.A[i])
 		}
 	}
 	pbuf := op.Buf(width)
-	op.Read(pm, pbuf, w.base+w.lo)
+	op.Read(pm, pbuf, w.Base+w.Lo)
 	if op.Run() != 0 {
 		return errRetry
 	}
 	for i := 0; i < l.dk; i++ {
-		if w.touched(i) {
+		if w.Touched(i) {
 			d := old[i]
 			old[i] = nil
-			l.xor(op, d, w.data[i])
-			l.xor(op, pbuf[w.a[i]-w.lo:w.b[i]-w.lo], d)
+			l.xor(op, d, w.Data[i])
+			l.xor(op, pbuf[w.A[i]-w.Lo:w.B[i]-w.Lo], d)
 		}
 	}
 	l.queueData(op, w)
 	if op.Writable(pm) {
-		op.Write(pm, pbuf, w.base+w.lo)
+		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
 	op.Run()
 	return nil

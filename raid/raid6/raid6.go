@@ -7,6 +7,7 @@ import (
 	"github.com/klauspost/reedsolomon"
 
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/parity"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -196,22 +197,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 // errRetry tells a write plan that a member failed while reading: plan the row again.
 var errRetry = fmt.Errorf("raid6: member failed, plan again")
 
-// rowWrite describes the part of one row a write touches.
-type rowWrite struct {
-	row    int64
-	base   int64 // member offset of the row
-	lo, hi int64 // union of written chunk-relative ranges
-	// per data index: written range [a, b) and its data; len(data) == 0 if untouched
-	a, b [stripe.MaxMembers]int64
-	data [stripe.MaxMembers][]byte
-}
-
-func (w *rowWrite) touched(i int) bool { return len(w.data[i]) != 0 }
-
-// covers reports whether data index i is written over all of [lo, hi).
-func (w *rowWrite) covers(i int) bool {
-	return w.touched(i) && w.a[i] <= w.lo && w.b[i] >= w.hi
-}
+type rowWrite = parity.RowWrite
 
 // WriteAt writes p row by row (see the package doc for the plans).
 func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
@@ -221,30 +207,8 @@ func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
 // write writes p (or zeroes when p is nil) to [off, off+n).
 func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 	var w rowWrite
-	exts := op.Extents(off, n)
-	for i := 0; i < len(exts); {
-		j := i
-		row := exts[i].Row
-		w.row, w.base, w.lo, w.hi = row, row*l.chunk, l.chunk, 0
-		for k := range w.data[:l.dk] {
-			w.data[k] = nil
-		}
-		for ; j < len(exts) && exts[j].Row == row; j++ {
-			e := exts[j]
-			in := e.Off - w.base
-			w.a[e.Index], w.b[e.Index] = in, in+e.Len
-			if p == nil {
-				w.data[e.Index] = op.Zeroes(e.Len)
-			} else {
-				w.data[e.Index] = p[e.BufOff : e.BufOff+e.Len]
-			}
-			w.lo, w.hi = min(w.lo, in), max(w.hi, in+e.Len)
-		}
-		// exts is op scratch: writeRow must not call op.Extents. It doesn't.
-		if err := l.writeRow(op, &w); err != nil {
-			return err
-		}
-		i = j
+	if err := parity.EachRow(op, p, off, n, l.chunk, l.dk, &w, func(w *rowWrite) error { return l.writeRow(op, w) }); err != nil {
+		return err
 	}
 	op.Run()
 	if l.unreadable(op) > 2 {
@@ -265,15 +229,15 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 		var err error
 		if cnt == 0 {
 			// Fewest member reads wins; on a tie, fewest bytes read.
-			width := w.hi - w.lo
+			width := w.Hi - w.Lo
 			rmwReads, rcwReads := 2, 0
 			rmwBytes, rcwBytes := 2*width, int64(0)
 			for i := 0; i < l.dk; i++ {
-				if w.touched(i) {
+				if w.Touched(i) {
 					rmwReads++
-					rmwBytes += w.b[i] - w.a[i]
+					rmwBytes += w.B[i] - w.A[i]
 				}
-				if !w.covers(i) {
+				if !w.Covers(i) {
 					rcwReads++
 					rcwBytes += width
 				}
@@ -289,7 +253,7 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 			// entirely overwritten.
 			full := false
 			for i := 0; i < l.dk; i++ {
-				if !op.Readable(l.g.DataMember(w.row, i)) && !w.covers(i) {
+				if !op.Readable(l.g.DataMember(w.Row, i)) && !w.Covers(i) {
 					full = true
 				}
 			}
@@ -304,19 +268,19 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 // queueData queues the writes of the new data chunks.
 func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
 	for i := 0; i < l.dk; i++ {
-		if m := l.g.DataMember(w.row, i); w.touched(i) && op.Writable(m) {
-			op.Write(m, w.data[i], w.base+w.a[i])
+		if m := l.g.DataMember(w.Row, i); w.Touched(i) && op.Writable(m) {
+			op.Write(m, w.Data[i], w.Base+w.A[i])
 		}
 	}
 }
 
 // queueParity queues the writes of P and Q over [lo, hi).
 func (l *Layout) queueParity(op *raid.Op, w *rowWrite, p, q []byte) {
-	if pm := l.g.ParityMember(w.row); op.Writable(pm) {
-		op.Write(pm, p, w.base+w.lo)
+	if pm := l.g.ParityMember(w.Row); op.Writable(pm) {
+		op.Write(pm, p, w.Base+w.Lo)
 	}
-	if qm := l.g.QMember(w.row); op.Writable(qm) {
-		op.Write(qm, q, w.base+w.lo)
+	if qm := l.g.QMember(w.Row); op.Writable(qm) {
+		op.Write(qm, q, w.Base+w.Lo)
 	}
 }
 
@@ -326,20 +290,20 @@ func (l *Layout) queueParity(op *raid.Op, w *rowWrite, p, q []byte) {
 // Q included, and the missing data is reconstructed before the new data is
 // laid over it.
 func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
-	width := w.hi - w.lo
+	width := w.Hi - w.Lo
 	shards := op.Shards[:l.dk+2]
 	reads, missing := false, false
 	for idx := range l.dk + 2 {
-		m := l.member(w.row, idx)
-		if idx < l.dk && !full && w.covers(idx) {
-			shards[idx] = w.data[idx][w.lo-w.a[idx] : w.hi-w.a[idx]]
+		m := l.member(w.Row, idx)
+		if idx < l.dk && !full && w.Covers(idx) {
+			shards[idx] = w.Data[idx][w.Lo-w.A[idx] : w.Hi-w.A[idx]]
 			continue
 		}
 		b := op.Buf(width)
 		switch {
 		case idx >= l.dk && !full:
 		case op.Readable(m):
-			op.Read(m, b, w.base+w.lo)
+			op.Read(m, b, w.Base+w.Lo)
 			reads = true
 		default:
 			b = b[:0]
@@ -357,8 +321,8 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
 	}
 	// Overlay the new data on the buffers that were read or rebuilt.
 	for i := 0; i < l.dk; i++ {
-		if w.touched(i) && (full || !w.covers(i)) {
-			copy(shards[i][w.a[i]-w.lo:], w.data[i])
+		if w.Touched(i) && (full || !w.Covers(i)) {
+			copy(shards[i][w.A[i]-w.Lo:], w.Data[i])
 		}
 	}
 	pbuf, qbuf := shards[l.dk][:width], shards[l.dk+1][:width]
@@ -374,26 +338,26 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
 // rmw is read-modify-write on a healthy row: for each written range,
 // P ^= old ^ new and Q ^= 2^i·(old ^ new).
 func (l *Layout) rmw(op *raid.Op, w *rowWrite) error {
-	width := w.hi - w.lo
+	width := w.Hi - w.Lo
 	old := op.Shards // by data index
 	for i := 0; i < l.dk; i++ {
 		old[i] = nil
-		if w.touched(i) {
-			old[i] = op.Buf(w.b[i] - w.a[i])
-			op.Read(l.g.DataMember(w.row, i), old[i], w.base+w.a[i])
+		if w.Touched(i) {
+			old[i] = op.Buf(w.B[i] - w.A[i])
+			op.Read(l.g.DataMember(w.Row, i), old[i], w.Base+w.A[i])
 		}
 	}
 	pbuf, qbuf := op.Buf(width), op.Buf(width)
-	op.Read(l.g.ParityMember(w.row), pbuf, w.base+w.lo)
-	op.Read(l.g.QMember(w.row), qbuf, w.base+w.lo)
+	op.Read(l.g.ParityMember(w.Row), pbuf, w.Base+w.Lo)
+	op.Read(l.g.QMember(w.Row), qbuf, w.Base+w.Lo)
 	if op.Run() != 0 {
 		return errRetry
 	}
 	for i := 0; i < l.dk; i++ {
-		if w.touched(i) {
-			p, q := pbuf[w.a[i]-w.lo:w.b[i]-w.lo], qbuf[w.a[i]-w.lo:w.b[i]-w.lo]
+		if w.Touched(i) {
+			p, q := pbuf[w.A[i]-w.Lo:w.B[i]-w.Lo], qbuf[w.A[i]-w.Lo:w.B[i]-w.Lo]
 			l.accumulate(op, old[i], i, p, q)
-			l.accumulate(op, w.data[i], i, p, q)
+			l.accumulate(op, w.Data[i], i, p, q)
 			old[i] = nil
 		}
 	}

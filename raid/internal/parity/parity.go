@@ -1,0 +1,65 @@
+// Package parity holds what the parity levels (raid5, raid6) share: the
+// description of the part of one row a write touches, and the walk that
+// cuts a write into such rows. The plans that turn a row into member I/O
+// (read-modify-write or reconstruct-write, one or two parities) stay in
+// each level's package.
+package parity
+
+import (
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+// RowWrite describes the part of one row a write touches. Data holds slices
+// of the caller's buffer (or op.Zeroes), valid until the Op ends.
+type RowWrite struct {
+	Row    int64
+	Base   int64 // member offset of the row
+	Lo, Hi int64 // union of the written chunk-relative ranges
+	// Per data index: the written range [A, B) and its data; len(Data) == 0
+	// if the index is untouched.
+	A, B [stripe.MaxMembers]int64
+	Data [stripe.MaxMembers][]byte
+}
+
+// Touched reports whether data index i is written.
+func (w *RowWrite) Touched(i int) bool { return len(w.Data[i]) != 0 }
+
+// Covers reports whether data index i is written over all of [Lo, Hi).
+func (w *RowWrite) Covers(i int) bool {
+	return w.Touched(i) && w.A[i] <= w.Lo && w.B[i] >= w.Hi
+}
+
+// EachRow cuts the write of p (or of zeroes when p is nil) to array bytes
+// [off, off+n) into rows and calls writeRow for each, in order, with w
+// describing it; w is reused between calls. chunk is the chunk size and
+// dataMembers the number of data chunks in a row. It stops at the first
+// error. writeRow must not call op.Extents: the extents EachRow walks are
+// the Op's scratch.
+func EachRow(op *raid.Op, p []byte, off, n, chunk int64, dataMembers int, w *RowWrite, writeRow func(*RowWrite) error) error {
+	exts := op.Extents(off, n)
+	for i := 0; i < len(exts); {
+		j := i
+		row := exts[i].Row
+		w.Row, w.Base, w.Lo, w.Hi = row, row*chunk, chunk, 0
+		for k := range w.Data[:dataMembers] {
+			w.Data[k] = nil
+		}
+		for ; j < len(exts) && exts[j].Row == row; j++ {
+			e := exts[j]
+			in := e.Off - w.Base
+			w.A[e.Index], w.B[e.Index] = in, in+e.Len
+			if p == nil {
+				w.Data[e.Index] = op.Zeroes(e.Len)
+			} else {
+				w.Data[e.Index] = p[e.BufOff : e.BufOff+e.Len]
+			}
+			w.Lo, w.Hi = min(w.Lo, in), max(w.Hi, in+e.Len)
+		}
+		if err := writeRow(w); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}

@@ -246,6 +246,24 @@ func (op *Op) Repair(m int, p []byte, off int64) {
 	}
 }
 
+// RepairExtents rewrites, on every member whose read failed during this
+// Op and that is still writable, the bytes of exts (extents of p, as
+// Extents returned them) that the caller has reconstructed into p, and runs
+// those writes. A striped level calls it at the end of a read that had to
+// reconstruct.
+func (op *Op) RepairExtents(exts []stripe.Extent, p []byte) {
+	repair := false
+	for _, e := range exts {
+		if op.ReadFailed(e.Member) && op.Writable(e.Member) {
+			op.Repair(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
+			repair = true
+		}
+	}
+	if repair {
+		op.Run()
+	}
+}
+
 // Read queues a read of len(p) bytes at data-region offset off of member m.
 func (op *Op) Read(m int, p []byte, off int64) {
 	op.queue(ioRead, m, p, op.v.dataOff+off, int64(len(p)))

@@ -181,16 +181,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 		break
 	}
 	// Rewrite the reconstructed bytes on members whose reads failed.
-	repair := false
-	for _, e := range exts {
-		if op.ReadFailed(e.Member) && op.Writable(e.Member) {
-			op.Repair(e.Member, p[e.BufOff:e.BufOff+e.Len], e.Off)
-			repair = true
-		}
-	}
-	if repair {
-		op.Run()
-	}
+	op.RepairExtents(exts, p)
 	return nil
 }
 

@@ -23,6 +23,9 @@ type slot struct {
 	writeMostly bool
 	events      uint64 // event counter last written to this member
 	note        string // why the member is not in use, for status
+
+	// ctr counts I/O errors and repairs; set under cfgMu (countersLocked).
+	ctr *memberCounters
 }
 
 // Array is a running RAID array: the front door for all I/O. It satisfies
@@ -220,8 +223,10 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 func (a *Array) publishLocked() {
 	n := a.geo.Members()
 	v := &View{geo: a.geo, dataOff: int64(a.meta.DataOffset), devs: make([]Member, n), repl: make([]Member, n)}
+	v.ctr, v.replCtr = make([]*memberCounters, n), make([]*memberCounters, n)
 	if j := a.job; j != nil && j.kind == jobReplace {
 		v.repl[j.role] = j.target.dev
+		v.replCtr[j.role] = countersLocked(j.target)
 	}
 	for _, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
@@ -239,6 +244,7 @@ func (a *Array) publishLocked() {
 			continue
 		}
 		v.devs[mi.Role] = s.dev
+		v.ctr[mi.Role] = countersLocked(s)
 		if s.writeMostly {
 			v.slow |= bit
 		}

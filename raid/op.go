@@ -24,6 +24,10 @@ type View struct {
 	writable uint64   // roles that receive writes (active or rebuilding)
 	slow     uint64   // write-mostly roles: read only when nothing else can serve
 	failed   bool     // the array has lost more than it tolerates
+
+	// ctr and replCtr hold the counters of devs and repl (memberstats.go);
+	// nil in a View built by NewOp.
+	ctr, replCtr []*memberCounters
 }
 
 // Geometry returns the array geometry.
@@ -412,6 +416,10 @@ func (op *Op) Run() int {
 			op.fail(r.m, &MemberError{Op: ioNames[r.kind], Member: r.m, Offset: r.off - op.v.dataOff, Err: r.err})
 		case r.repair && !r.repl:
 			op.repaired |= 1 << uint(r.m)
+			op.countRepair(r.m, r.n)
+		}
+		if r.err != nil && !r.merged { // a merged request shares its head's one system call
+			op.countError(r.m, r.repl, kind)
 		}
 		if r.err == nil {
 			op.account(r, kind)

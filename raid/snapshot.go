@@ -28,9 +28,11 @@ type jobSnap struct {
 func (a *Array) snapshotLocked() {
 	s := &tableSnap{view: a.view.Load(), meta: a.meta.Clone(), slots: make(map[[16]byte]slot, len(a.slots))}
 	for u, sl := range a.slots {
+		countersLocked(sl)
 		s.slots[u] = *sl
 	}
 	for _, sl := range a.dead {
+		countersLocked(sl)
 		s.dead = append(s.dead, *sl)
 	}
 	if j := a.job; j != nil {

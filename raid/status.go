@@ -74,6 +74,13 @@ type MemberStatus struct {
 	Events      uint64 `json:"events"`
 	WriteMostly bool   `json:"write_mostly,omitempty"`
 	Note        string `json:"note,omitempty"`
+	// IOErrors counts the member requests that failed on this device, and
+	// Repairs the ranges rewritten on it with data reconstructed from
+	// redundancy (RepairBytes their bytes), since this raidd opened it
+	// (a re-added device starts again from zero). Zero for a missing role.
+	IOErrors    MemberIOErrors `json:"io_errors"`
+	Repairs     int64          `json:"repairs"`
+	RepairBytes int64          `json:"repair_bytes"`
 }
 
 // Stats counts the bytes clients asked for and the member bytes that
@@ -161,6 +168,7 @@ func (a *Array) Status() Status {
 		ms := MemberStatus{Role: int(mi.Role), UUID: superblock.FormatUUID(mi.UUID), State: mi.State.String()}
 		if s, ok := snap.slots[mi.UUID]; ok {
 			ms.Path, ms.Events, ms.WriteMostly, ms.Note = s.path, s.events, s.writeMostly, s.note
+			s.ctr.load(&ms)
 		} else if mi.State != superblock.MemberRemoved {
 			ms.Note = "device not present"
 		}
@@ -173,6 +181,7 @@ func (a *Array) Status() Status {
 		for i := range st.Devices {
 			if st.Devices[i].UUID == superblock.FormatUUID(s.uuid) {
 				st.Devices[i].Path, st.Devices[i].Events, st.Devices[i].Note = s.path, s.events, s.note
+				s.ctr.load(&st.Devices[i])
 				st.Devices[i].State = "stale"
 			}
 		}

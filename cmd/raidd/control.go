@@ -126,7 +126,7 @@ func (d *daemon) controlHandler() http.Handler {
 	for _, op := range []string{"fail", "remove", "add", "replace"} {
 		mux.HandleFunc("POST /v1/arrays/{name}/"+op, d.handleMember)
 	}
-	mux.HandleFunc("GET /metrics", d.handleMetrics)
+	mux.Handle("GET /metrics", d.metrics.handler(d.log))
 	return mux
 }
 
@@ -387,11 +387,6 @@ func memberErrorCode(err error) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
-}
-
-func (d *daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	writeMetrics(w, d.status())
 }
 
 // writeError answers with err and its protocol code.

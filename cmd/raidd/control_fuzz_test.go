@@ -72,6 +72,7 @@ func FuzzControlRequest(f *testing.F) {
 		ac := ArrayConfig{Name: "r1"}
 		d := &daemon{cfg: &Config{Arrays: []ArrayConfig{ac}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			nbd: srv, started: time.Now(), arrays: []*servedArray{{cfg: ac, array: a}}}
+		d.metrics = newMetrics(d.status)
 		c := controlOps[int(op)%len(controlOps)]
 		path := c.path
 		if c.method == "POST" {

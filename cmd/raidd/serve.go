@@ -76,6 +76,7 @@ type daemon struct {
 	nbd     *nbd.Server
 	started time.Time
 	hooks   *hookRunner // runs on_event; nil if none
+	metrics *metrics
 	// opsMu is held for reading by each member change made through the
 	// control socket, and for writing to set stopping once none runs.
 	opsMu    sync.RWMutex
@@ -303,12 +304,13 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 	}
 	defer func() { err = errors.Join(err, d.closeArrays()) }()
 
+	d.metrics = newMetrics(d.status)
 	exports := make([]nbd.Export, len(d.arrays))
 	for i, s := range d.arrays {
 		exports[i] = nbd.Export{
 			Name:        s.cfg.exportName(),
 			Description: s.description(),
-			Device:      s.array,
+			Device:      d.metrics.timed(s.array, s.cfg.exportName()),
 			ReadOnly:    s.array.ReadOnly(),
 		}
 	}
@@ -413,7 +415,7 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 			return fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err)
 		}
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /metrics", d.handleMetrics)
+		mux.Handle("GET /metrics", d.metrics.handler(log))
 		httpServers = append(httpServers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 		httpLs = append(httpLs, l)
 	}

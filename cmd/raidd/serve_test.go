@@ -225,10 +225,10 @@ func TestServeEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `^data: consistent \(`, out)
 
-	metrics := httpGet(t, e.control, "/metrics")
-	assert.Contains(t, metrics, fmt.Sprintf(`raidd_array_size_bytes{array="data"} %d`, size))
-	assert.Contains(t, metrics, `raidd_array_degraded{array="data"} 0`)
-	assert.Contains(t, metrics, `raidd_nbd_requests_total{command="write"} 4`)
+	f := scrape(t, e.control)
+	assert.EqualValues(t, size, f.value(t, "raidd_array_size_bytes", "array=data"))
+	assert.Zero(t, f.value(t, "raidd_array_degraded", "array=data"))
+	assert.EqualValues(t, 4, f.value(t, "raidd_nbd_requests_total", "command=write"))
 
 	// A second daemon on the same members is refused.
 	code, _, errOut = raidd(t, "serve", "--config", cfg)

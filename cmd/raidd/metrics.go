@@ -46,8 +46,8 @@ func newMetrics(status func() statusReply) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "raidd_request_duration_seconds",
-			Help: "Time the array took to serve NBD requests, by export and operation (read, write with or without FUA, flush, trim, write_zeroes), from the request reaching the array to its completion; network and queueing before it are not included.",
+			Name:    "raidd_request_duration_seconds",
+			Help:    "Time the array took to serve NBD requests, by export and operation (read, write with or without FUA, flush, trim, write_zeroes), from the request reaching the array to its completion; network and queueing before it are not included.",
 			Buckets: latencyBuckets,
 		}, []string{"export", "operation"}),
 	}

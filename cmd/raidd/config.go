@@ -31,6 +31,11 @@ type Config struct {
 	// AllowRemote permits NBD listen addresses that are not loopback. NBD
 	// has no authentication, so this is an explicit choice.
 	AllowRemote bool `mapstructure:"allow_remote"`
+	// AllowRemotePlaintext permits a listen address that is not loopback
+	// while TLS is off (tls.mode off). Without it such an address needs
+	// tls.mode on or require, so that data and exports do not cross the
+	// network in clear by default. It does not replace AllowRemote.
+	AllowRemotePlaintext bool `mapstructure:"allow_remote_plaintext"`
 	// Control is the unix socket of the control API used by raidd status
 	// and raidd check, and serving /metrics; empty disables it. It is
 	// created with mode 0600 whatever the umask: whoever can connect can
@@ -158,6 +163,7 @@ const (
 var scalarDefaults = map[string]any{
 	"listen":                  []string{defaultListen},
 	"allow_remote":            false,
+	"allow_remote_plaintext":  false,
 	"on_event":                "",
 	"control":                 defaultControl,
 	"control_group":           "",
@@ -322,8 +328,10 @@ func (c *Config) Validate() error {
 		switch {
 		case err != nil:
 			bad("listen: %v", err)
-		case network == "tcp" && !c.AllowRemote && !isLoopback(addr):
-			bad("listen: %q is not a loopback address; NBD has no authentication, so listening on it needs --allow-remote (allow_remote: true)", l)
+		case network == "tcp" && !isLoopback(addr):
+			if err := c.remoteListenPolicy(l); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if c.Control != "" && !filepath.IsAbs(c.Control) {
@@ -417,6 +425,24 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// remoteListenPolicy says whether NBD may listen on addr, a TCP address
+// that is not loopback: it needs allow_remote, since NBD has no
+// authentication of its own, and TLS (tls.mode on or require) unless
+// allow_remote_plaintext says plaintext on the network is intended. The
+// error names the flags that allow it.
+func (c *Config) remoteListenPolicy(addr string) error {
+	tlsOff := c.TLS.Mode == "" || strings.EqualFold(c.TLS.Mode, "off")
+	switch {
+	case !c.AllowRemote && tlsOff && !c.AllowRemotePlaintext:
+		return fmt.Errorf("%w: listen: %q is not a loopback address; NBD has no authentication, so listening on it needs --allow-remote (allow_remote: true), and TLS: --tls=require with --tls-cert, --tls-key and --tls-ca (tls.mode: require), or --allow-remote-plaintext (allow_remote_plaintext: true) to serve it unencrypted", errConfig, addr)
+	case !c.AllowRemote:
+		return fmt.Errorf("%w: listen: %q is not a loopback address; NBD has no authentication, so listening on it needs --allow-remote (allow_remote: true)", errConfig, addr)
+	case tlsOff && !c.AllowRemotePlaintext:
+		return fmt.Errorf("%w: listen: %q is not a loopback address and TLS is off, so clients' data would cross the network unencrypted; use --tls=require with --tls-cert, --tls-key and --tls-ca (tls.mode: require), or pass --allow-remote-plaintext (allow_remote_plaintext: true) to serve it in plaintext anyway", errConfig, addr)
+	}
+	return nil
 }
 
 // parseLevel maps a log level name to a slog.Level.

@@ -26,6 +26,7 @@ listen:
   - unix:///run/raidd/nbd.sock
   - 0.0.0.0:10810
 allow_remote: true
+allow_remote_plaintext: true
 on_event: logger "$RAIDD_EVENT"
 control: /run/raidd/raidd.sock
 metrics_listen: 127.0.0.1:9810
@@ -60,14 +61,15 @@ func TestLoadConfigFull(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
 	want := &Config{
-		Listen:          []string{"127.0.0.1:10809", "unix:///run/raidd/nbd.sock", "0.0.0.0:10810"},
-		AllowRemote:     true,
-		OnEvent:         `logger "$RAIDD_EVENT"`,
-		Control:         "/run/raidd/raidd.sock",
-		MetricsListen:   "127.0.0.1:9810",
-		ShutdownTimeout: time.Minute,
-		Log:             LogConfig{Level: "debug", Format: "json"},
-		NBD:             NBDConfig{Workers: 8, MaxPayload: 16 << 20, MaxInFlight: 128 << 20, HandshakeTimeout: 5 * time.Second},
+		Listen:               []string{"127.0.0.1:10809", "unix:///run/raidd/nbd.sock", "0.0.0.0:10810"},
+		AllowRemote:          true,
+		AllowRemotePlaintext: true,
+		OnEvent:              `logger "$RAIDD_EVENT"`,
+		Control:              "/run/raidd/raidd.sock",
+		MetricsListen:        "127.0.0.1:9810",
+		ShutdownTimeout:      time.Minute,
+		Log:                  LogConfig{Level: "debug", Format: "json"},
+		NBD:                  NBDConfig{Workers: 8, MaxPayload: 16 << 20, MaxInFlight: 128 << 20, HandshakeTimeout: 5 * time.Second},
 		Arrays: []ArrayConfig{
 			{
 				Name: "data", Export: "vol0", Description: "main volume",
@@ -281,9 +283,75 @@ func TestValidateRemoteListen(t *testing.T) {
 		require.Error(t, err, tt.listen)
 		assert.Contains(t, err.Error(), "not a loopback address", tt.listen)
 		assert.Contains(t, err.Error(), "--allow-remote", tt.listen)
-		c.AllowRemote = true
+		c.AllowRemote, c.AllowRemotePlaintext = true, true
 		assert.NoError(t, c.Validate(), tt.listen)
 	}
+}
+
+// TestValidateRemoteListenNeedsTLS: a TCP address other than loopback
+// needs TLS (on or require) as well as allow_remote, unless
+// allow_remote_plaintext says plaintext is intended; loopback and unix
+// sockets need neither.
+func TestValidateRemoteListenNeedsTLS(t *testing.T) {
+	ca, cert, key := tlsFiles(t)
+	tlsOn := TLSConfig{Mode: "on", Cert: cert, Key: key}
+	tlsRequire := TLSConfig{Mode: "require", Cert: cert, Key: key, CA: ca}
+	tests := map[string]struct {
+		listen           string
+		remote, plain    bool
+		tls              TLSConfig
+		want, wantAbsent []string // substrings of the error; no want: no error
+	}{
+		"loopback plaintext":         {listen: "127.0.0.1:10809"},
+		"unix plaintext":             {listen: "unix:/tmp/x.sock"},
+		"remote, nothing":            {listen: "0.0.0.0:10809", want: []string{`"0.0.0.0:10809" is not a loopback address`, "--allow-remote (allow_remote: true)", "--tls=require", "--allow-remote-plaintext"}},
+		"remote, allowed, no TLS":    {listen: "0.0.0.0:10809", remote: true, want: []string{"TLS is off", "--tls=require", "--allow-remote-plaintext (allow_remote_plaintext: true)"}, wantAbsent: []string{"--allow-remote "}},
+		"remote, allowed, plain":     {listen: "0.0.0.0:10809", remote: true, plain: true},
+		"remote, allowed, TLS on":    {listen: "[::]:10809", remote: true, tls: tlsOn},
+		"remote, allowed, require":   {listen: "192.0.2.1:10809", remote: true, tls: tlsRequire},
+		"remote, TLS, not allowed":   {listen: "0.0.0.0:10809", tls: tlsRequire, want: []string{"needs --allow-remote"}, wantAbsent: []string{"plaintext", "TLS"}},
+		"remote, plain only":         {listen: "0.0.0.0:10809", plain: true, want: []string{"needs --allow-remote"}, wantAbsent: []string{"plaintext"}},
+		"remote, TLS explicitly off": {listen: ":10809", remote: true, tls: TLSConfig{Mode: "off"}, want: []string{"TLS is off"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := &Config{Listen: []string{tt.listen}, AllowRemote: tt.remote, AllowRemotePlaintext: tt.plain, TLS: tt.tls,
+				Log: LogConfig{Level: "info", Format: "text"}, Arrays: []ArrayConfig{{Name: "a", Members: []MemberConfig{{Path: "/a"}}}}}
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errConfig)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			for _, w := range tt.wantAbsent {
+				assert.NotContains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestAllowRemotePlaintextKey: the policy's switch is a flag, a key and a
+// variable like every other setting.
+func TestAllowRemotePlaintextKey(t *testing.T) {
+	file := writeFile(t, "raidd.yaml", "listen: [\"0.0.0.0:10809\"]\nallow_remote: true\narrays: [{name: a, members: [/a]}]\n")
+	c, err := loadConfig(newViper(), file)
+	require.NoError(t, err)
+	require.ErrorContains(t, c.Validate(), "TLS is off")
+
+	file = writeFile(t, "raidd2.yaml", "listen: [\"0.0.0.0:10809\"]\nallow_remote: true\nallow_remote_plaintext: true\narrays: [{name: a, members: [/a]}]\n")
+	c, err = loadConfig(newViper(), file)
+	require.NoError(t, err)
+	assert.True(t, c.AllowRemotePlaintext)
+	require.NoError(t, c.Validate())
+
+	t.Setenv("RAIDD_ALLOW_REMOTE_PLAINTEXT", "false")
+	c, err = loadConfig(newViper(), file)
+	require.NoError(t, err)
+	assert.False(t, c.AllowRemotePlaintext, "the environment wins over the file")
 }
 
 func TestValidateRebuildRates(t *testing.T) {

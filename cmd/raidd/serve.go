@@ -166,10 +166,11 @@ func (c *cli) ready() {
 func listenFlags(fs *pflag.FlagSet) map[string]string {
 	fs.StringSlice("listen", []string{defaultListen}, "NBD listen `address`es: host:port, tcp://host:port, unix:PATH, unix:///path (repeatable)")
 	fs.Bool("allow-remote", false, "allow NBD and metrics listen addresses that are not loopback (NBD has no authentication)")
+	fs.Bool("allow-remote-plaintext", false, "allow NBD listen addresses that are not loopback with TLS off (by default they need --tls on or require)")
 	fs.String("control", defaultControl, "control socket `path` (\"\" disables it); mode 0600, whatever the umask")
 	fs.String("control-group", "", "`group` (name or id) that may use the control socket: mode 0660 (default: none, mode 0600)")
 	fs.String("on-event", "", "shell `command` run for every array event, with RAIDD_EVENT, RAIDD_ARRAY, RAIDD_ROLE, RAIDD_MEMBER, RAIDD_DETAIL, RAIDD_TIME set")
-	return map[string]string{"listen": "listen", "allow-remote": "allow_remote", "control": "control", "control-group": "control_group", "on-event": "on_event"}
+	return map[string]string{"listen": "listen", "allow-remote": "allow_remote", "allow-remote-plaintext": "allow_remote_plaintext", "control": "control", "control-group": "control_group", "on-event": "on_event"}
 }
 
 // cliArray holds the serve flags that describe the array given by MEMBER

@@ -394,6 +394,7 @@ func TestCLIErrors(t *testing.T) {
 		"bad rebuild rate":           {[]string{"serve", "--rebuild-max-rate", "fast", "/x.img"}, exitUsage, "--rebuild-max-rate"},
 		"members without superblock": {[]string{"serve", "--control", "", bad}, 1, "no MEMBER carries a readable raidd superblock"},
 		"remote listen":              {[]string{"serve", "--config", good, "--listen", "0.0.0.0:10809"}, 1, "needs --allow-remote"},
+		"remote listen without TLS":  {[]string{"serve", "--config", good, "--listen", "0.0.0.0:10809", "--allow-remote"}, 1, "or pass --allow-remote-plaintext (allow_remote_plaintext: true)"},
 		"interval without watch":     {[]string{"status", "--interval", "2s"}, exitUsage, "--interval applies to --watch"},
 		"fail needs two args":        {[]string{"fail", "data"}, exitUsage, "accepts 2 arg(s)"},
 		"spare on raid0":             {[]string{"create", "--name", "a", "--level", "0", "--spare", "/s", "/x"}, exitUsage, "raid0 array has no redundancy"},

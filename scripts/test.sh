@@ -9,7 +9,7 @@ export PATH="$PATH:/usr/local/go/bin"
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 
 need=()
-for tool in nbdinfo:libnbd-bin nbdcopy:libnbd-bin qemu-img:qemu-utils qemu-io:qemu-utils fio:fio nbdkit:nbdkit losetup:mount; do
+for tool in nbdinfo:libnbd-bin nbdcopy:libnbd-bin qemu-img:qemu-utils qemu-io:qemu-utils fio:fio nbdkit:nbdkit losetup:mount systemd-analyze:systemd; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

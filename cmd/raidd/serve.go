@@ -76,6 +76,7 @@ type daemon struct {
 	nbd     *nbd.Server
 	started time.Time
 	hooks   *hookRunner // runs on_event; nil if none
+	notify  *serviceNotifier
 	metrics *metrics
 	// opsMu is held for reading by each member change made through the
 	// control socket, and for writing to set stopping once none runs.
@@ -294,6 +295,9 @@ func arrayNameOf(members []MemberConfig) (string, error) {
 // export on every listener.
 func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uris []string)) (err error) {
 	d := &daemon{cfg: cfg, log: log, started: time.Now()}
+	// The watchdog runs from the start; STATUS= lines once serving.
+	d.notify = newServiceNotifier(log)
+	defer d.notify.close()
 	if cfg.OnEvent != "" {
 		d.hooks = newHookRunner(cfg.OnEvent, log)
 		// After the arrays are closed (deferred below), so that their last
@@ -372,24 +376,53 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		nbdLs []net.Listener
 		uris  []string
 	)
-	for _, a := range cfg.Listen {
-		network, addr, _ := parseListen(a) // validated
-		if network == "unix" {
-			if addr, err = filepath.Abs(addr); err != nil {
-				return fmt.Errorf("nbd listen %s: %w", a, err)
-			}
-		}
-		l, err := listen(network, addr)
-		if err != nil {
-			return fmt.Errorf("nbd listen %s: %w", a, err)
-		}
-		nbdLs = append(nbdLs, l)
+	addURIs := func(l net.Listener) {
 		for _, e := range exports {
 			u := nbdURI(l.Addr(), e.Name)
 			if tlsMode == nbd.TLSRequire { // nbds:// and nbds+unix:// ask clients for TLS
 				u = "nbds" + strings.TrimPrefix(u, "nbd")
 			}
 			uris = append(uris, u)
+		}
+	}
+	// Sockets passed by the service manager (raidd.socket) replace the
+	// listen setting.
+	activated, err := activatedListeners(os.Getenv, os.Getpid(), listenFDsStart)
+	unsetActivationEnv()
+	if err != nil {
+		return err
+	}
+	if len(activated) > 0 {
+		cfg.Listen = nil
+		for _, l := range activated {
+			listeners = append(listeners, l.Listener)
+		}
+		for _, l := range activated {
+			a := listenString(l.Addr())
+			if _, tcp := l.Addr().(*net.TCPAddr); tcp && !isLoopback(a) {
+				if err := cfg.remoteListenPolicy(a); err != nil {
+					return fmt.Errorf("%w (this socket was passed by the service manager: %s)", err, l.name)
+				}
+			}
+			cfg.Listen = append(cfg.Listen, a)
+			nbdLs = append(nbdLs, l.Listener)
+			addURIs(l.Listener)
+		}
+		log.Info("socket activation: NBD is served on the sockets the service manager passed; the listen setting is not used", "sockets", strings.Join(cfg.Listen, ","))
+	} else {
+		for _, a := range cfg.Listen {
+			network, addr, _ := parseListen(a) // validated
+			if network == "unix" {
+				if addr, err = filepath.Abs(addr); err != nil {
+					return fmt.Errorf("nbd listen %s: %w", a, err)
+				}
+			}
+			l, err := listen(network, addr)
+			if err != nil {
+				return fmt.Errorf("nbd listen %s: %w", a, err)
+			}
+			nbdLs = append(nbdLs, l)
+			addURIs(l)
 		}
 	}
 	var httpServers []*http.Server
@@ -448,17 +481,7 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 	for _, u := range uris {
 		log.Info("export " + u)
 	}
-	notReady := ""
-	if n := len(d.broken); n > 0 {
-		names := make([]string, n)
-		for i, b := range d.broken {
-			names[i] = b.cfg.Name
-		}
-		notReady = fmt.Sprintf("; %d array(s) FAILED to assemble: %s", n, strings.Join(names, ", "))
-	}
-	if err := sdNotify(fmt.Sprintf("READY=1\nSTATUS=serving %d export(s) on %s%s", len(d.arrays), strings.Join(cfg.Listen, ", "), notReady)); err != nil {
-		log.Warn("cannot notify the service manager", "err", err)
-	}
+	d.notify.serving(func() string { return serviceStatus(d.status()) })
 	if ready != nil {
 		ready(uris)
 	}
@@ -470,7 +493,7 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 	case runErr = <-fatal:
 		log.Error("shutting down", "err", runErr)
 	}
-	_ = sdNotify("STOPPING=1\nSTATUS=shutting down")
+	d.notify.stopping()
 
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -535,9 +558,13 @@ func uriEscape(s string, slash bool) string {
 // could be assembled.
 func (d *daemon) assemble() error {
 	var errs []error
-	var onEvent func(raid.Event)
-	if d.hooks != nil {
-		onEvent = d.hooks.enqueue
+	onEvent := func(e raid.Event) {
+		if d.hooks != nil {
+			d.hooks.enqueue(e)
+		}
+		if d.notify != nil {
+			d.notify.kick() // the array's state may have changed: STATUS=
+		}
 	}
 	for _, ac := range d.cfg.Arrays {
 		a, err := assembleArray(ac, d.cfg.Force, d.cfg.ForceAssemble, d.log, onEvent)
@@ -559,7 +586,7 @@ func (d *daemon) assemble() error {
 	}
 	for _, b := range d.broken {
 		d.log.Error("array not assembled; serving the others (--strict refuses to start instead)", "array", b.cfg.Name, "err", b.err)
-		if onEvent != nil {
+		{
 			onEvent(raid.Event{Time: time.Now(), Kind: raid.EventFailed, Array: b.cfg.Name, Role: -1, Detail: "not assembled: " + b.err.Error()})
 		}
 	}

@@ -25,7 +25,9 @@
 //     io.go (the I/O entry points), commit.go (superblock commits and member
 //     failures), dirty.go (the dirty/clean protocol), resync.go, check.go,
 //     recovery.go (rebuild and replace), manage.go (member commands),
-//     assemble.go (Create and Assemble), status.go and snapshot.go (Status).
+//     assemble.go (Create and Assemble), status.go and snapshot.go (Status),
+//     memberstats.go (per-device I/O error and repair counters, which
+//     Op.Run keeps without a lock through the View).
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in

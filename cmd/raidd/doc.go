@@ -2,7 +2,7 @@
 // and 10 arrays and exports each array over NBD.
 //
 //	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--force] MEMBER...
-//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict] [--force-assemble]
+//	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--allow-remote-plaintext] [--tls MODE --tls-cert F --tls-key F [--tls-ca F]] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict] [--force-assemble]
 //	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
 //	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]
 //	raidd status  [--config FILE | --control PATH] [--json] [--watch [--interval 1s]] [ARRAY...]
@@ -65,7 +65,22 @@
 //
 // Each export is logged with its NBD URI (nbd://127.0.0.1:10809/NAME,
 // nbd+unix:///NAME?socket=PATH). NBD has no authentication, so a TCP
-// listen address that is not loopback needs allow_remote (--allow-remote).
+// listen address that is not loopback needs allow_remote (--allow-remote),
+// and TLS (tls.mode on or require) unless allow_remote_plaintext
+// (--allow-remote-plaintext) is set (Config.remoteListenPolicy).
+//
+// # Service manager
+//
+// notify.go keeps systemd informed (Type=notify): READY=1 once serving,
+// STATUS= lines with each array's state and job progress (sent when an
+// array event changes them, and every 5s), STOPPING=1, and WATCHDOG=1 at
+// half of WATCHDOG_USEC unless WATCHDOG_PID names another process. Sockets
+// passed by socket activation (activation.go: LISTEN_PID, LISTEN_FDS,
+// LISTEN_FDNAMES, descriptors from 3) replace the listen addresses; each
+// must be a listening stream socket named "nbd" or left with systemd's
+// default name, and the TLS policy applies to them. The variables are
+// unset and the descriptors made close-on-exec, so on_event commands
+// inherit neither.
 //
 // on_event (--on-event) runs a shell command for every raid.Event, like
 // mdadm --monitor --program: one at a time, in order, each within 30s,
@@ -78,7 +93,9 @@
 // A unix socket (control, default /run/raidd/raidd.sock) serves HTTP with
 // JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check, the member
 // changes POST /v1/arrays/{name}/fail, remove, add and replace (see
-// control.go), and GET /metrics (Prometheus text format). Access is
+// control.go), and GET /metrics (Prometheus, metrics.go: a registry of
+// its own with client_golang; a collector reads the status at each
+// scrape, and each export's device is wrapped to time its requests). Access is
 // governed by the socket's file permissions: it is created 0600 whatever
 // the umask, or 0660 owned by control_group (--control-group), bound in a
 // private directory and renamed into place so that it is never reachable

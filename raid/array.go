@@ -107,6 +107,13 @@ type Array struct {
 	}
 	member  byteCounters // member bytes by cause
 	charged atomic.Int64 // bytes charged to the rebuild/resync rate limiter
+
+	// Scrub (scrub.go). The schedule is immutable after newArray.
+	scrubInterval time.Duration                // 0: no scrub schedule
+	scrubRepair   bool                         // scheduled scrubs repair
+	verifier      atomic.Pointer[CopyVerifier] // judges disagreeing mirror copies (SetCopyVerifier)
+	scrubJob      atomic.Pointer[scrubJob]     // the running scrub; set and cleared under cfgMu
+	lastScrub     atomic.Pointer[scrubJob]     // the scrub that ended last
 }
 
 // newArray builds a running array from a committed-or-to-be-committed
@@ -131,6 +138,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	a := &Array{
 		geo: geo, layout: layout, log: log,
 		minRate: o.RebuildMinRate, maxRate: o.RebuildMaxRate, progressInterval: o.ProgressInterval,
+		scrubInterval: o.ScrubInterval, scrubRepair: o.ScrubRepair,
 		readOnly: o.ReadOnly, zeroElide: !o.KeepZeroes,
 		traits: layout.Traits(),
 		meta:   meta, slots: slots, dead: dead,
@@ -211,6 +219,7 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	if a.cleanDelay > 0 {
 		a.goBackground(func() { a.cleaner(ctx) })
 	}
+	a.startScrubs(ctx)
 	a.lockConfig()
 	defer a.unlockConfig()
 	if resume != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// CheckResult counts what Check found, row by row (a row is one chunk on
+// CheckResult counts what Check or a scrub found, row by row (a row is one chunk on
 // every member; see stripe.Geometry.Rows).
 type CheckResult struct {
 	// Rows is the number of rows the check examined; it is the array's row
@@ -24,6 +24,21 @@ type CheckResult struct {
 	// NoRedundancy says the level keeps no redundancy at all (RAID0), so
 	// rows are unverifiable whether or not the array is degraded.
 	NoRedundancy bool `json:"no_redundancy,omitempty"`
+	// Skipped rows are holes on every member: they read as zeroes
+	// everywhere, agree by construction and count as verified unread.
+	Skipped int64 `json:"skipped_rows,omitempty"`
+	// Mismatches counts the chunks found wrong (md's mismatch_cnt, in
+	// chunks rather than sectors): each differing mirror copy, each
+	// parity that does not match, each RAID6 chunk the syndrome locates,
+	// and one per RAID6 row where no single chunk can be located.
+	Mismatches int64 `json:"mismatches"`
+	// Repaired counts the mismatches a repair rewrote, and RepairedRows
+	// the inconsistent rows all of whose mismatches it rewrote.
+	Repaired     int64 `json:"repaired,omitempty"`
+	RepairedRows int64 `json:"repaired_rows,omitempty"`
+	// Findings lists the first mismatches (at most 64), with the member,
+	// offset and how the wrong chunk was chosen.
+	Findings []Mismatch `json:"findings,omitempty"`
 }
 
 // String says what the check found, for operators: "all 512 rows verified
@@ -35,7 +50,11 @@ func (r CheckResult) String() string {
 	}
 	var parts []string
 	if r.Inconsistent > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d rows inconsistent", r.Inconsistent, r.Rows))
+		s := fmt.Sprintf("%d of %d rows inconsistent", r.Inconsistent, r.Rows)
+		if c := r.scrubCounts(); c != "" {
+			s += " (" + c + ")"
+		}
+		parts = append(parts, s)
 	}
 	if r.Unverifiable > 0 {
 		why := "the array is degraded"
@@ -55,7 +74,8 @@ func (r CheckResult) Consistent() bool {
 }
 
 // Check reads every row under its stripe locks and compares mirrors and
-// parity, while I/O goes on. It returns the counts of rows verified,
+// parity, while I/O goes on, synchronously and without the rate limits of
+// a scrub (StartScrub). It returns the counts of rows verified,
 // inconsistent and unverifiable, and an error that is nil only when every
 // row was verified consistent: it wraps ErrInconsistent (naming the first
 // bad rows) when rows disagree, and ErrUnverifiable when rows could not be
@@ -75,33 +95,11 @@ func (a *Array) Check() (CheckResult, error) {
 		if a.ctx.Err() != nil { // Close has begun
 			return res, errors.Join(a.checkError(res, bad), ErrClosed)
 		}
-		first, last := a.geo.RowStripes(row)
-		a.locks.RLock(first, last)
-		op := a.getOp()
-		op.locked = true
-		err := a.layout.Check(op, row)
-		if op.settle() {
-			a.handleFailures(op)
+		r, found, _, err := a.checkRow(row, false)
+		if errors.Is(err, ErrClosed) {
+			return res, errors.Join(a.checkError(res, bad), ErrClosed)
 		}
-		a.putOp(op)
-		a.locks.RUnlock(first, last)
-		res.Rows++
-		switch {
-		case err == nil:
-			res.Verified++
-		case errors.Is(err, ErrInconsistent):
-			res.Inconsistent++
-			if len(bad) < 8 {
-				bad = append(bad, err)
-			}
-		case errors.Is(err, ErrUnverifiable), errors.Is(err, ErrTooManyFailures):
-			res.Unverifiable++
-		default:
-			res.Unverifiable++
-			if other == nil {
-				other = fmt.Errorf("raid: check of row %d: %w", row, err)
-			}
-		}
+		a.tally(&res, &bad, &other, row, r, found, err)
 	}
 	if a.view.Load().failed {
 		return res, errors.Join(a.checkError(res, bad), ErrFailed)
@@ -112,8 +110,8 @@ func (a *Array) Check() (CheckResult, error) {
 // checkError describes what a check found wrong, or returns nil.
 func (a *Array) checkError(res CheckResult, bad []error) error {
 	var errs []error
-	if res.Inconsistent > 0 {
-		errs = append(errs, fmt.Errorf("%d of %d rows inconsistent (first ones listed): %w", res.Inconsistent, res.Rows, errors.Join(bad...)))
+	if res.Inconsistent > res.RepairedRows {
+		errs = append(errs, fmt.Errorf("%d of %d rows inconsistent (first ones listed): %w", res.Inconsistent-res.RepairedRows, res.Rows, errors.Join(bad...)))
 	}
 	if res.Unverifiable > 0 {
 		why := "the array is degraded: no redundancy left to compare"

@@ -63,6 +63,10 @@ var (
 	// ErrTooManyFailures is returned by a Layout when the members that are
 	// unusable for an operation exceed what the level can work around.
 	ErrTooManyFailures = errors.New("raid: too many member failures")
+
+	// ErrScrubRunning is returned by StartScrub while a scrub (a check or a
+	// repair, started by hand or by the schedule) runs on the array.
+	ErrScrubRunning = errors.New("raid: a scrub is already running")
 )
 
 // errNeedLock is the internal retry signal behind Op.NeedLock: a Layout's

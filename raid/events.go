@@ -28,6 +28,10 @@ const (
 	EventResyncStarted   EventKind = "resync-started"
 	EventResyncFinished  EventKind = "resync-finished"
 	EventReadRepaired    EventKind = "read-error-repaired"
+	EventScrubStarted    EventKind = "scrub-started"
+	EventScrubFinished   EventKind = "scrub-finished" // with the mismatch count
+	EventScrubStopped    EventKind = "scrub-stopped"  // interrupted; it resumes at the next assembly
+	EventScrubRepaired   EventKind = "scrub-repaired" // one mismatch rewritten
 	EventDegraded        EventKind = "array-degraded"
 	EventFailed          EventKind = "array-failed"
 )
@@ -92,7 +96,7 @@ func (a *Array) event(e Event) {
 	e.Array = a.meta.Name
 	level := slog.LevelInfo
 	switch e.Kind {
-	case EventMemberFailed, EventDegraded, EventReplaceFailed, EventRebuildStopped, EventMemberStale, EventReadRepaired:
+	case EventMemberFailed, EventDegraded, EventReplaceFailed, EventRebuildStopped, EventMemberStale, EventReadRepaired, EventScrubRepaired:
 		level = slog.LevelWarn
 	case EventFailed:
 		level = slog.LevelError

@@ -169,6 +169,11 @@ type Op struct {
 	Scratch [][]byte
 	List    [][]byte
 
+	// repair asks a Check to rewrite what it finds wrong; found collects
+	// what it reports (Op.Mismatch).
+	repair bool
+	found  []Mismatch
+
 	gathered    []*gather // writes a coalescing leader performs
 	gatherOrder []int
 }
@@ -491,6 +496,7 @@ const (
 	causeZero                 // client discards and write-zeroes
 	causeRebuild              // rebuild and replace
 	causeResync               // resync after an unclean shutdown
+	causeScrub                // scrub (check and repair)
 	numCauses
 )
 
@@ -516,7 +522,7 @@ func (op *Op) account(r *ioReq, kind ioKind) {
 	case ioDiscard:
 		c.punched[op.cause].Add(r.n)
 	}
-	if op.cause == causeRebuild || op.cause == causeResync {
+	if op.cause == causeRebuild || op.cause == causeResync || op.cause == causeScrub {
 		if kind == ioRead || kind == ioWrite {
 			i := r.m
 			if r.repl {
@@ -604,9 +610,12 @@ func (op *Op) reset() {
 		op.errs[m] = nil
 	}
 	op.failed, op.touched, op.Zero, op.noElide, op.locked = 0, 0, false, false, false
-	if op.cause == causeRebuild || op.cause == causeResync {
+	if op.cause == causeRebuild || op.cause == causeResync || op.cause == causeScrub {
 		clear(op.moved[:])
 	}
+	op.repair = false
+	clear(op.found)
+	op.found = op.found[:0]
 	op.cause = causeOther
 	op.readErr, op.repaired, op.replFailed = 0, 0, 0
 	op.v = nil

@@ -62,6 +62,13 @@ type Options struct {
 	// ProgressInterval is how often rebuild progress is checkpointed in the
 	// superblocks and reported as an event. 0 means 5s.
 	ProgressInterval time.Duration
+	// ScrubInterval starts a scrub (StartScrub) this long after the last
+	// one finished, or after creation for an array never scrubbed; the
+	// time is kept in the superblocks, so restarts do not scrub again at
+	// once. 0 disables the schedule. ScrubRepair makes the scheduled
+	// scrubs repair what they find.
+	ScrubInterval time.Duration
+	ScrubRepair   bool
 
 	// clock is the time source of the rebuild rate limiter, the clean
 	// marking and the rebuild checkpoints; nil means the wall clock. Tests
@@ -77,6 +84,9 @@ func (o Options) Validate() error {
 	}
 	if o.RebuildMinRate < 0 || o.RebuildMaxRate < 0 {
 		errs = append(errs, fmt.Errorf("%w: rebuild rates must be >= 0 (min %d, max %d)", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))
+	}
+	if o.ScrubInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: ScrubInterval is %s, want >= 0 (0 disables the schedule)", ErrConfig, o.ScrubInterval))
 	}
 	if o.RebuildMaxRate > 0 && o.RebuildMinRate > o.RebuildMaxRate {
 		errs = append(errs, fmt.Errorf("%w: RebuildMinRate %d is above RebuildMaxRate %d", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))

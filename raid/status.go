@@ -2,6 +2,7 @@ package raid
 
 import (
 	"sort"
+	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -26,11 +27,18 @@ type Status struct {
 	Recovery   *Progress `json:"recovery,omitempty"` // a rebuild, re-add or replace
 	// LastRecovery is the rebuild, re-add or replace that ran last, once it
 	// has finished or stopped.
-	LastRecovery *Progress      `json:"last_recovery,omitempty"`
-	Bitmap       *BitmapStatus  `json:"bitmap,omitempty"`
-	Devices      []MemberStatus `json:"members"`
-	Stats        Stats          `json:"stats"`
-	History      []Event        `json:"history,omitempty"` // the most recent, oldest first
+	LastRecovery *Progress `json:"last_recovery,omitempty"`
+	// Scrub is the running scrub (raidd check), with its progress, ETA and
+	// findings so far; LastScrub the one that ended last since assembly.
+	Scrub     *ScrubStatus `json:"scrub,omitempty"`
+	LastScrub *ScrubStatus `json:"last_scrub,omitempty"`
+	// LastScrubFinished is when the last scrub finished, as the
+	// superblocks record it (it survives restarts); zero if never.
+	LastScrubFinished time.Time      `json:"last_scrub_finished,omitzero"`
+	Bitmap            *BitmapStatus  `json:"bitmap,omitempty"`
+	Devices           []MemberStatus `json:"members"`
+	Stats             Stats          `json:"stats"`
+	History           []Event        `json:"history,omitempty"` // the most recent, oldest first
 }
 
 // Progress describes a background job over the rows of the array.
@@ -110,6 +118,9 @@ type Stats struct {
 	RebuildBytesDiscarded int64 `json:"rebuild_bytes_discarded"`
 	// ResyncBytesWritten counts parity or copies rewritten by a resync.
 	ResyncBytesWritten int64 `json:"resync_bytes_written"`
+	// ScrubBytesWritten counts what scrub repairs rewrote (raidd check
+	// --repair).
+	ScrubBytesWritten int64 `json:"scrub_bytes_written"`
 	// RepairBytesWritten counts bytes rewritten after read errors.
 	RepairBytesWritten int64 `json:"repair_bytes_written"`
 
@@ -158,6 +169,14 @@ func (a *Array) Status() Status {
 		st.Recovery = a.jobProgress(j.j, j.kind, true)
 	} else if j := snap.lastJob; j != nil {
 		st.LastRecovery = a.jobProgress(j.j, j.kind, false)
+	}
+	if j := a.scrubJob.Load(); j != nil {
+		st.Scrub = a.scrubStatus(j, true)
+	} else if j := a.lastScrub.Load(); j != nil {
+		st.LastScrub = a.scrubStatus(j, false)
+	}
+	if v := meta.Scrub; v != 0 && v&superblock.ScrubRunning == 0 {
+		st.LastScrubFinished = time.Unix(int64(v), 0)
 	}
 	if b := a.bitmap; b != nil {
 		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
@@ -227,6 +246,7 @@ func (a *Array) byteStats() Stats {
 		RebuildBytesWritten:    c.written[causeRebuild].Load(),
 		RebuildBytesDiscarded:  c.punched[causeRebuild].Load(),
 		ResyncBytesWritten:     c.written[causeResync].Load(),
+		ScrubBytesWritten:      c.written[causeScrub].Load(),
 		RepairBytesWritten:     c.repaired.Load(),
 		CoalescedWrites:        a.stats.coalesced.Load(),
 	}

@@ -407,8 +407,11 @@ func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
 }
 
 // Check verifies that the XOR of the row's chunks on all members is zero.
-// With a member missing, or failing its read, the row has no redundancy
-// left to compare and Check returns ErrUnverifiable.
+// A row where it is not is a Mismatch of its parity: RAID5 cannot tell
+// which chunk is wrong, so, as md's repair does, a repairing Op rewrites
+// the parity recomputed from the data. With a member missing, or failing
+// its read, the row has no redundancy left to compare and Check returns
+// ErrUnverifiable.
 func (l *Layout) Check(op *raid.Op, row int64) error {
 	if c, m := l.unreadable(op); c > 0 {
 		return fmt.Errorf("%w: row %d: member %d is missing", raid.ErrUnverifiable, row, m)
@@ -416,14 +419,29 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 	if !l.readRow(op, row, -1) {
 		return fmt.Errorf("%w: row %d: a member failed to read", raid.ErrUnverifiable, row)
 	}
-	acc := op.Shards[0]
+	acc := op.Buf(l.chunk)
+	copy(acc, op.Shards[0])
 	for m := 1; m < l.n; m++ {
 		l.xor(op, acc, op.Shards[m])
 	}
-	for i, b := range acc {
-		if b != 0 {
-			return fmt.Errorf("%w: row %d parity mismatch at chunk offset %d", raid.ErrInconsistent, row, i)
-		}
+	i := 0
+	for i < len(acc) && acc[i] == 0 {
+		i++
 	}
-	return nil
+	if i == len(acc) {
+		return nil
+	}
+	pm := l.g.ParityMember(row)
+	mm := raid.Mismatch{Row: row, Role: pm, Shard: "parity", Offset: row*l.chunk + int64(i),
+		Detail: "parity does not match the data; RAID5 cannot tell which chunk is wrong"}
+	if op.Repairing() && op.Writable(pm) {
+		// acc is the XOR of every chunk: XORed with the stored parity it
+		// is the parity of the data.
+		l.xor(op, acc, op.Shards[pm])
+		op.Write(pm, acc, row*l.chunk)
+		mm.Repaired = op.Run() == 0
+		mm.Detail += "; parity recomputed from the data"
+	}
+	op.Mismatch(mm)
+	return fmt.Errorf("%w: row %d parity mismatch at chunk offset %d", raid.ErrInconsistent, row, i)
 }

@@ -465,11 +465,20 @@ func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
 	return nil
 }
 
-// Check verifies the row's P and Q against its data. With one member
-// missing the row is still verified: the missing chunk is reconstructed
-// from the other chunks and the remaining parity is compared. With two
-// missing, or a member failing its read, nothing is left to compare and
-// Check returns ErrUnverifiable.
+// Check verifies the row's P and Q against its data. On a whole row a
+// mismatch is located through the syndromes (locate): the one wrong chunk,
+// data, P or Q, is reported as a located Mismatch and, when the Op is
+// repairing, rewritten with its correct contents (wrong data is corrected
+// by dp, wrong parity recomputed). When no single chunk explains the
+// differences, the row is reported unlocated and a repair recomputes P and
+// Q from the data, as md's repair does.
+//
+// With one member missing the row is still verified: a missing data chunk
+// is reconstructed from the others and P, and Q is compared; a missing P or
+// Q leaves the other to compare. One syndrome cannot locate a wrong chunk:
+// a repair recomputes the parity left when every data chunk was read, and
+// leaves a row missing data alone. With two missing, or a member failing
+// its read, nothing is left to compare and Check returns ErrUnverifiable.
 func (l *Layout) Check(op *raid.Op, row int64) error {
 	if c := l.unreadable(op); c > 1 {
 		return fmt.Errorf("%w: row %d: %d members are missing", raid.ErrUnverifiable, row, c)
@@ -480,8 +489,76 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 	}
 	shards := op.Shards[:l.dk+2]
 	if missing > 0 {
+		return l.checkDegraded(op, row, shards)
+	}
+	p, q := op.Buf(l.chunk), op.Buf(l.chunk)
+	l.encode(op, shards[:l.dk], p, q)
+	if bytes.Equal(p, shards[l.dk]) && bytes.Equal(q, shards[l.dk+1]) {
+		return nil
+	}
+	dp, dq := op.Buf(l.chunk), op.Buf(l.chunk)
+	for i := range dp {
+		dp[i] = p[i] ^ shards[l.dk][i]
+		dq[i] = q[i] ^ shards[l.dk+1][i]
+	}
+	target, first := locate(dp, dq, l.dk)
+	base := row * l.chunk
+	mm := raid.Mismatch{Row: row, Role: -1, Shard: "row", Offset: base + int64(first)}
+	repair := op.Repairing()
+	switch target {
+	case locUnlocatable:
+		mm.Detail = "P and Q both mismatch in a way no single chunk explains: more than one chunk is wrong"
+		if repair {
+			mm.Detail += "; P and Q recomputed from the data"
+			pm, qm := l.g.ParityMember(row), l.g.QMember(row)
+			if op.Writable(pm) && op.Writable(qm) {
+				op.Write(pm, p, base)
+				op.Write(qm, q, base)
+				mm.Repaired = op.Run() == 0
+			}
+		}
+	default:
+		m := l.member(row, target)
+		mm.Role, mm.Located = m, true
+		fix := p
+		switch {
+		case target == l.dk:
+			mm.Shard = "P"
+			mm.Detail = "located by the syndromes: only P mismatches"
+		case target == l.dk+1:
+			mm.Shard, fix = "Q", q
+			mm.Detail = "located by the syndromes: only Q mismatches"
+		default:
+			mm.Shard = fmt.Sprintf("data %d", target)
+			mm.Detail = fmt.Sprintf("located by the syndromes: Q xor Q' = 2^%d (P xor P') at every differing byte", target)
+			fix = shards[target]
+			for i := range fix {
+				fix[i] ^= dp[i]
+			}
+		}
+		if repair && op.Writable(m) {
+			op.Write(m, fix, base)
+			mm.Repaired = op.Run() == 0
+			mm.Detail += "; rewritten"
+		}
+	}
+	op.Mismatch(mm)
+	return fmt.Errorf("%w: row %d: %s", raid.ErrInconsistent, row, mm)
+}
+
+// checkDegraded checks a row with one chunk missing (zero-length in
+// shards): the data is completed from P when a data chunk is missing, and
+// the parity left is compared with the data.
+func (l *Layout) checkDegraded(op *raid.Op, row int64, shards [][]byte) error {
+	gone := -1
+	for i, s := range shards {
+		if len(s) == 0 {
+			gone = i
+		}
+	}
+	if gone < l.dk {
 		// Data is rebuilt from the first dk shards present (data, then
-		// P), so the parity left over still verifies the row.
+		// P), so Q, left over, still verifies the row.
 		if err := l.reconstruct(shards, true); err != nil {
 			return fmt.Errorf("%w: row %d: %w", raid.ErrUnverifiable, row, err)
 		}
@@ -493,9 +570,26 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 		if len(have) == 0 {
 			continue
 		}
-		if i := mismatch(want, have); i >= 0 {
-			return fmt.Errorf("%w: row %d %s mismatch at chunk offset %d", raid.ErrInconsistent, row, [...]string{"P", "Q"}[k], i)
+		i := mismatch(want, have)
+		if i < 0 {
+			continue
 		}
+		name := [...]string{"P", "Q"}[k]
+		m := l.member(row, l.dk+k)
+		mm := raid.Mismatch{Row: row, Role: -1, Shard: "row", Offset: row*l.chunk + int64(i)}
+		if gone < l.dk {
+			mm.Detail = fmt.Sprintf("%s mismatches with data chunk %d missing: one syndrome cannot locate the wrong chunk; not repaired (rebuild the missing member, then repair)", name, gone)
+		} else {
+			mm.Role, mm.Shard = m, name
+			mm.Detail = fmt.Sprintf("%s mismatches with the other parity missing: one syndrome cannot locate the wrong chunk", name)
+			if op.Repairing() && op.Writable(m) {
+				op.Write(m, want, row*l.chunk)
+				mm.Repaired = op.Run() == 0
+				mm.Detail += fmt.Sprintf("; %s recomputed from the data", name)
+			}
+		}
+		op.Mismatch(mm)
+		return fmt.Errorf("%w: row %d %s mismatch at chunk offset %d", raid.ErrInconsistent, row, name, i)
 	}
 	return nil
 }

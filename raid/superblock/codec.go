@@ -60,6 +60,7 @@ const (
 	offUpdateTime   = 192
 	offMemberCount  = 200
 	offDegraded     = 208
+	offScrub        = 216
 	offMembers      = 256
 	entrySize       = 24
 	entRole         = 16
@@ -74,7 +75,7 @@ const (
 var reserved = [][2]int{
 	{offState + 1, offRebuildRole},
 	{offMemberCount + 4, offDegraded},
-	{offDegraded + 8, offMembers},
+	{offScrub + 8, offMembers},
 	{endMembers, offChecksum},
 }
 
@@ -118,6 +119,7 @@ func (m *Meta) Encode(dst []byte) error {
 	le.PutUint64(dst[offUpdateTime:], uint64(m.UpdateTime))
 	le.PutUint32(dst[offMemberCount:], uint32(len(m.Members)))
 	le.PutUint64(dst[offDegraded:], m.DegradedEvents)
+	le.PutUint64(dst[offScrub:], m.Scrub)
 	for i, mi := range m.Members {
 		e := dst[offMembers+i*entrySize:]
 		copy(e, mi.UUID[:])
@@ -197,6 +199,7 @@ func Decode(b []byte) (*Meta, error) {
 		CreateTime:        int64(le.Uint64(b[offCreateTime:])),
 		UpdateTime:        int64(le.Uint64(b[offUpdateTime:])),
 		DegradedEvents:    le.Uint64(b[offDegraded:]),
+		Scrub:             le.Uint64(b[offScrub:]),
 		Members:           make([]MemberInfo, count),
 	}
 	copy(m.ArrayUUID[:], b[offArrayUUID:])

@@ -232,6 +232,7 @@ func TestValidate(t *testing.T) {
 		{"rebuild-role-minus-2", func(m *Meta) { m.RebuildRole = -2 }, []string{"RebuildRole"}},
 		{"rebuild-role-not-rebuilding", func(m *Meta) { m.RebuildRole = 1 }, []string{"RebuildRole"}},
 		{"checkpoint-without-rebuild", func(m *Meta) { m.RebuildCheckpoint = 4096 }, []string{"RebuildCheckpoint"}},
+		{"scrub-row-beyond-data", func(m *Meta) { m.Scrub = ScrubRunning | (m.DataSize/m.ChunkSize + 1) }, []string{"Scrub"}},
 		{"checkpoint-past-data", func(m *Meta) {
 			m.Members[1].State = MemberRebuilding
 			m.RebuildRole, m.RebuildCheckpoint = 1, m.DataSize+1
@@ -403,4 +404,26 @@ func TestStateStrings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.name, tt.got) })
 	}
+}
+
+// TestScrubField: the scrub state sits at bytes 216..224 of the slot, round
+// trips in both of its forms (a running scrub's resume row and repair bit,
+// or the time the last one finished), and the bytes after it stay reserved.
+func TestScrubField(t *testing.T) {
+	rows := validMeta().DataSize / validMeta().ChunkSize
+	for _, v := range []uint64{0, 1_764_000_000, ScrubRunning, ScrubRunning | ScrubRepair | rows, ScrubRunning | 7} {
+		m := validMeta()
+		m.Scrub = v
+		b := make([]byte, SlotSize)
+		require.NoError(t, m.Encode(b))
+		assert.Equal(t, v, binary.LittleEndian.Uint64(b[216:224]))
+		got, err := Decode(b)
+		require.NoError(t, err)
+		assert.Equal(t, v, got.Scrub)
+	}
+	b := make([]byte, SlotSize)
+	require.NoError(t, validMeta().Encode(b))
+	b[224] = 1
+	_, err := Decode(resum(b))
+	require.ErrorIs(t, err, ErrCorrupt, "byte 224 is not the scrub field's")
 }

@@ -53,7 +53,8 @@
 //	200     4     member count uint32 (1..64)
 //	204     4     reserved, zero
 //	208     8     DegradedEvents uint64, 0 = every role in sync
-//	216     40    reserved, zero
+//	216     8     Scrub uint64: bit 63 set = scrub running (bit 62: repairing, bits 0..61: row it resumes at); clear = unix seconds the last scrub finished (0 = never)
+//	224     32    reserved, zero
 //	256     1536  member table: 64 entries of 24 bytes
 //	1792    2300  reserved, zero
 //	4092    4     CRC32C (Castagnoli) of bytes [0, 4092)

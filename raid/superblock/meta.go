@@ -113,10 +113,27 @@ type Meta struct {
 	// later can be re-added by resyncing only those regions. At most Events.
 	DegradedEvents uint64
 
+	// Scrub records the scrub (raidd check) across restarts. With
+	// ScrubRunning set a scrub is in progress: ScrubRepair says whether it
+	// repairs, and the bits of ScrubRowMask are the row it resumes at (at
+	// most DataSize/ChunkSize). Without ScrubRunning it is the unix time in
+	// seconds at which the last scrub finished, 0 for never.
+	Scrub uint64
+
 	// Members lists every member this member knows of, including itself,
 	// with roles and spares, as it last knew them. At most MaxMembers.
 	Members []MemberInfo
 }
+
+// Bits of Meta.Scrub.
+const (
+	// ScrubRunning marks a scrub in progress.
+	ScrubRunning = uint64(1) << 63
+	// ScrubRepair marks a scrub in progress that repairs what it finds.
+	ScrubRepair = uint64(1) << 62
+	// ScrubRowMask selects the row a scrub in progress resumes at.
+	ScrubRowMask = ScrubRepair - 1
+)
 
 // Clone returns a deep copy of m; the copy shares no memory with m. Clone of
 // nil is nil.
@@ -139,7 +156,7 @@ func (m *Meta) Clone() *Meta {
 // -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
 // DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
 // RebuildCheckpoint <= DataSize, and is 0 when RebuildRole is -1;
-// DegradedEvents <= Events; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
+// DegradedEvents <= Events; a running Scrub resumes at a row <= DataSize/ChunkSize; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
 // ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
@@ -217,6 +234,9 @@ func (m *Meta) problems() problemList {
 		bad("RebuildRole", "%d is neither -1 (none) nor in [0, RaidDisks=%d)", m.RebuildRole, m.RaidDisks)
 	case m.RebuildCheckpoint > m.DataSize:
 		bad("RebuildCheckpoint", "%d is beyond DataSize %d", m.RebuildCheckpoint, m.DataSize)
+	}
+	if m.Scrub&ScrubRunning != 0 && m.ChunkSize != 0 && m.Scrub&ScrubRowMask > m.DataSize/m.ChunkSize {
+		bad("Scrub", "resume row %d is beyond the %d rows of DataSize %d", m.Scrub&ScrubRowMask, m.DataSize/m.ChunkSize, m.DataSize)
 	}
 	if m.DegradedEvents > m.Events {
 		bad("DegradedEvents", "%d is beyond Events %d", m.DegradedEvents, m.Events)

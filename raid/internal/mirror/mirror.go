@@ -239,43 +239,99 @@ func (l *Layout) copyChunk(op *raid.Op, c int64, target int) error {
 	}
 }
 
-// Check compares every readable copy of each chunk of the row. A chunk
-// with fewer than two copies that could be read (the others on missing
-// members, or failing the read) cannot be verified: the row then reports
-// ErrUnverifiable, unless another chunk of it differs (ErrInconsistent).
+// Check compares every readable copy of each chunk of the row. When copies
+// differ, the copy the Op trusts wins (Op.TrustedCopy: one its checksum
+// confirms, else the first readable copy, as in md); each copy that
+// differs from it is a Mismatch, rewritten from the trusted copy when the
+// Op is repairing. A copy whose read fails is rewritten from a good copy
+// too (the read-error repair every read does). A chunk with fewer than two
+// copies that could be read (the others on missing members, or failing the
+// read) cannot be verified: the row then reports ErrUnverifiable, unless
+// another chunk of it differs (ErrInconsistent).
 func (l *Layout) Check(op *raid.Op, row int64) error {
 	chunk := l.g.Chunk()
-	unverified := false
-	err := l.rowChunks(row, func(c int64) error {
-		locs := op.Copies(c, 0)
-		var first []byte
-		firstM := -1
-		compared := 0
-		for _, loc := range locs {
+	unverified, inconsistent := false, false
+	var copies []raid.Copy
+	_ = l.rowChunks(row, func(c int64) error {
+		copies = copies[:0]
+		for _, loc := range op.Copies(c, 0) {
 			if !op.Readable(loc.Member) {
 				continue
 			}
 			buf := op.Buf(chunk)
 			op.Read(loc.Member, buf, loc.Off)
-			if op.Run() != 0 {
-				continue
+			copies = append(copies, raid.Copy{Member: loc.Member, Off: loc.Off, Data: buf})
+		}
+		if op.Run() != 0 {
+			ok := copies[:0]
+			var failed []raid.Copy
+			for _, cp := range copies {
+				if op.ReadFailed(cp.Member) {
+					failed = append(failed, cp)
+				} else {
+					ok = append(ok, cp)
+				}
 			}
-			compared++
-			if first == nil {
-				first, firstM = buf, loc.Member
-				continue
-			}
-			if !bytes.Equal(first, buf) {
-				return fmt.Errorf("%w: chunk %d differs between members %d and %d", raid.ErrInconsistent, c, firstM, loc.Member)
+			copies = ok
+			if len(copies) > 0 {
+				for _, cp := range failed {
+					if op.Writable(cp.Member) {
+						op.Repair(cp.Member, copies[0].Data, cp.Off)
+					}
+				}
+				op.Run()
 			}
 		}
-		if compared < 2 {
+		if len(copies) < 2 {
 			unverified = true
+			return nil
+		}
+		differ := false
+		for _, cp := range copies[1:] {
+			if !bytes.Equal(copies[0].Data, cp.Data) {
+				differ = true
+			}
+		}
+		if !differ {
+			return nil
+		}
+		inconsistent = true
+		t, located, why := op.TrustedCopy(copies)
+		good := copies[t]
+		var found []raid.Mismatch
+		for i, cp := range copies {
+			if i == t || bytes.Equal(good.Data, cp.Data) {
+				continue
+			}
+			m := raid.Mismatch{Row: row, Role: cp.Member, Shard: "copy", Offset: cp.Off + int64(mismatch(good.Data, cp.Data)), Located: located, Detail: why}
+			if op.Repairing() && op.Writable(cp.Member) {
+				op.Write(cp.Member, good.Data, cp.Off)
+				m.Detail += fmt.Sprintf("; rewritten from role %d", good.Member)
+			}
+			found = append(found, m)
+		}
+		ok := op.Run() == 0
+		for _, m := range found {
+			m.Repaired = op.Repairing() && ok && !op.Failed(m.Role) && op.Writable(m.Role)
+			op.Mismatch(m)
 		}
 		return nil
 	})
-	if err == nil && unverified {
-		err = fmt.Errorf("%w: row %d has a chunk with fewer than two readable copies", raid.ErrUnverifiable, row)
+	switch {
+	case inconsistent:
+		return fmt.Errorf("%w: row %d: copies differ", raid.ErrInconsistent, row)
+	case unverified:
+		return fmt.Errorf("%w: row %d has a chunk with fewer than two readable copies", raid.ErrUnverifiable, row)
 	}
-	return err
+	return nil
+}
+
+// mismatch returns the first offset where a and b differ, or 0.
+func mismatch(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return 0
 }

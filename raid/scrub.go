@@ -1,0 +1,602 @@
+package raid
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raidd/raidd/raid/superblock"
+)
+
+// Mismatch is one disagreement a check or scrub found in a row: a mirror
+// copy that differs from the copy trusted, parity that does not match the
+// data, or (RAID6) the chunk the P/Q syndrome locates. Layouts report them
+// with Op.Mismatch from their Check.
+type Mismatch struct {
+	Row int64 `json:"row"`
+	// Role is the member whose chunk is wrong (or, when Located is false,
+	// the member that a repair rewrites: the parity, or the copy that lost
+	// to the trusted one); -1 when no single member can be named.
+	Role int `json:"role"`
+	// Shard is what the member holds there: "copy", "parity", "P", "Q" or
+	// "data N" (RAID6 data index N), or "row" when unlocated.
+	Shard string `json:"shard"`
+	// Offset is the member data-region offset of the first wrong byte.
+	Offset int64 `json:"offset"`
+	// Located is true when the wrong chunk was identified from the data
+	// itself (RAID6's syndrome, or a checksum); false when a rule chose it
+	// (mirrors: the first readable copy wins; RAID5: parity is recomputed).
+	Located bool `json:"located"`
+	// Repaired is true when the repair's writes succeeded.
+	Repaired bool `json:"repaired"`
+	// Detail says how the wrong chunk was chosen and what a repair does.
+	Detail string `json:"detail,omitempty"`
+}
+
+func (m Mismatch) String() string {
+	who := "row"
+	if m.Role >= 0 {
+		who = fmt.Sprintf("role %d (%s)", m.Role, m.Shard)
+	}
+	s := fmt.Sprintf("row %d: %s wrong from member offset %d", m.Row, who, m.Offset)
+	if m.Repaired {
+		s += ", repaired"
+	}
+	if m.Detail != "" {
+		s += ": " + m.Detail
+	}
+	return s
+}
+
+// maxFindings is how many Mismatch records a check keeps for its report;
+// the counts go on beyond it.
+const maxFindings = 64
+
+// Copy is one readable copy of a mirrored chunk, for CopyVerifier.
+type Copy struct {
+	Member int    // role holding the copy
+	Off    int64  // member data-region offset of the chunk
+	Data   []byte // the bytes read
+}
+
+// CopyVerifier tells a mirror check which copy of a chunk is right. It is
+// the seam for per-block checksums: given the copies that disagree, Verify
+// reports for each whether its stored checksum confirms it (ok) and
+// whether a checksum covers it at all (known). Without a verifier, or when
+// no copy is confirmed, the first readable copy wins, as in md.
+type CopyVerifier interface {
+	VerifyCopy(c Copy) (ok, known bool)
+}
+
+// SetCopyVerifier installs v as the judge of disagreeing mirror copies
+// (nil removes it). Checks that start afterwards use it.
+func (a *Array) SetCopyVerifier(v CopyVerifier) {
+	if v == nil {
+		a.verifier.Store(nil)
+		return
+	}
+	a.verifier.Store(&v)
+}
+
+// Repairing reports whether the Check being served must rewrite what it
+// finds wrong (raidd check --repair), under the row's exclusive stripe
+// locks. Otherwise Check only reads.
+func (op *Op) Repairing() bool { return op.repair }
+
+// Mismatch records one disagreement found by the Layout's Check. The
+// Layout returns an error wrapping ErrInconsistent for the row as well.
+func (op *Op) Mismatch(m Mismatch) { op.found = append(op.found, m) }
+
+// TrustedCopy returns the index in copies (two or more readable copies of
+// one chunk) of the copy to trust, whether it was confirmed by a checksum
+// (located), and the rule that chose it, for the report.
+func (op *Op) TrustedCopy(copies []Copy) (i int, located bool, why string) {
+	if vp := op.a.verifier.Load(); vp != nil {
+		v := *vp
+		known := false
+		for i, c := range copies {
+			ok, k := v.VerifyCopy(c)
+			if ok {
+				return i, true, fmt.Sprintf("the copy on role %d matches its checksum", c.Member)
+			}
+			known = known || k
+		}
+		if known {
+			return 0, false, fmt.Sprintf("no copy matches its checksum; the first readable copy (role %d) wins", copies[0].Member)
+		}
+	}
+	return 0, false, fmt.Sprintf("no checksums: the first readable copy (role %d) wins, as in md", copies[0].Member)
+}
+
+// ScrubStatus describes a scrub (raidd check, with or without --repair):
+// its position, pace and ETA (Progress, with Kind "check" or "repair"), and
+// what it found so far (CheckResult).
+type ScrubStatus struct {
+	Progress
+	CheckResult
+	// ResumedAt is the row a scrub resumed at after a restart (0 if it
+	// started at the beginning); rows before it were checked by the run
+	// before the restart and are not in the counts.
+	ResumedAt int64     `json:"resumed_at,omitempty"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished,omitzero"`
+	// Error says why an ended scrub stopped early or failed, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// scrubJob is one scrub of the array.
+type scrubJob struct {
+	repair bool
+	first  int64 // the row it started (or resumed) at
+	start  time.Time
+	row    atomic.Int64 // rows below this are done
+	moved  atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+	thr    recovery // throttle state only
+
+	mu       sync.Mutex // guards the fields below
+	res      CheckResult
+	bad      []error
+	other    error
+	finished time.Time
+	err      error
+	repEv    int // scrub-repaired events sent
+}
+
+// Scrub is a handle on a running or ended scrub.
+type Scrub struct{ j *scrubJob }
+
+// Wait waits until the scrub ends or ctx is done, and returns what it
+// found (see Array.Check for the error). With ctx done first it returns
+// the counts so far and ctx's error; the scrub goes on.
+func (s *Scrub) Wait(ctx context.Context) (CheckResult, error) {
+	select {
+	case <-s.j.done:
+	case <-ctx.Done():
+		s.j.mu.Lock()
+		defer s.j.mu.Unlock()
+		return s.j.result(), ctx.Err()
+	}
+	s.j.mu.Lock()
+	defer s.j.mu.Unlock()
+	return s.j.result(), s.j.err
+}
+
+// result returns a copy of the counts, findings in row order (the
+// workers find them in any order). Callers hold j.mu.
+func (j *scrubJob) result() CheckResult {
+	r := j.res
+	r.Findings = slices.Clone(r.Findings)
+	slices.SortStableFunc(r.Findings, func(a, b Mismatch) int { return cmp.Compare(a.Row, b.Row) })
+	return r
+}
+
+// Done is closed when the scrub has ended.
+func (s *Scrub) Done() <-chan struct{} { return s.j.done }
+
+// StartScrub starts a scrub as a background job of the array: every row is
+// read and its mirrors or parity compared (Check), at the rebuild rate
+// limits, with a checkpoint in the superblocks so that a restart resumes
+// it. With repair it rewrites what is wrong: mirrors from the trusted copy
+// (TrustedCopy), RAID5 parity from the data, and on RAID6 the one chunk
+// the P/Q syndrome locates (or, when none can be located, P and Q from the
+// data, as md's repair does). Rows that are holes on every member are
+// skipped: they read as zeroes everywhere and agree by construction.
+//
+// It fails with ErrScrubRunning while another scrub runs, ErrReadOnly for a
+// repair of a read-only array, ErrFailed for a failed array and ErrClosed
+// once Close has begun.
+func (a *Array) StartScrub(repair bool) (*Scrub, error) {
+	return a.startScrub(repair, 0)
+}
+
+func (a *Array) startScrub(repair bool, from int64) (*Scrub, error) {
+	if repair && a.readOnly {
+		return nil, fmt.Errorf("%w: a repair writes to the members", ErrReadOnly)
+	}
+	if a.view.Load().failed {
+		return nil, ErrFailed
+	}
+	ctx, cancel := context.WithCancel(a.ctx)
+	j := &scrubJob{repair: repair, first: from, start: a.clock.Now(), cancel: cancel, done: make(chan struct{})}
+	j.row.Store(from)
+	j.thr.lastOps = a.clientOps.Load()
+	a.cfgMu.Lock()
+	if cur := a.scrubJob.Load(); cur != nil {
+		a.cfgMu.Unlock()
+		cancel()
+		return nil, fmt.Errorf("%w: a %s started at %s is at row %d of %d", ErrScrubRunning, cur.kind(), cur.start.Format(time.RFC3339), cur.row.Load(), a.geo.Rows())
+	}
+	a.scrubJob.Store(j)
+	a.cfgMu.Unlock()
+	if !a.goBackground(func() { a.runScrub(ctx, j) }) {
+		a.scrubJob.Store(nil)
+		cancel()
+		return nil, ErrClosed
+	}
+	return &Scrub{j}, nil
+}
+
+func (j *scrubJob) kind() string {
+	if j.repair {
+		return "repair"
+	}
+	return "check"
+}
+
+// runScrub is the scrub's background job: jobWorkers workers take rows in
+// order, so one reads while the other compares; the position is the
+// lowest row in progress.
+func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
+	defer close(j.done)
+	defer j.cancel()
+	rows := a.geo.Rows()
+	detail := fmt.Sprintf("%s of %d rows", j.kind(), rows)
+	if j.first > 0 {
+		detail += fmt.Sprintf(", resumed at row %d", j.first)
+	}
+	a.event(Event{Kind: EventScrubStarted, Role: -1, Detail: detail})
+	a.scrubCheckpoint(j, j.first)
+	// Workers take rows in order from next; prog[w] is the row worker w
+	// works on (rows when it is done), so every row below the lowest is
+	// done: the position a restart resumes at.
+	var next atomic.Int64
+	next.Store(j.first)
+	var prog [jobWorkers]atomic.Int64
+	low := func() int64 {
+		m := rows
+		for w := range prog {
+			m = min(m, prog[w].Load())
+		}
+		return m
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < jobWorkers; w++ {
+		prog[w].Store(j.first)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				row := next.Add(1) - 1
+				if row >= rows {
+					prog[w].Store(rows)
+					return
+				}
+				prog[w].Store(row)
+				if ctx.Err() != nil {
+					return
+				}
+				a.throttle(ctx, &j.thr)
+				moved, err := a.scrubRow(j, row)
+				a.charge(&j.thr, moved)
+				j.moved.Add(moved)
+				if errors.Is(err, ErrClosed) || errors.Is(err, ErrFailed) {
+					j.mu.Lock()
+					if j.err == nil {
+						j.err = err
+					}
+					j.mu.Unlock()
+					j.cancel()
+					return
+				}
+				j.row.Store(low())
+			}
+		}()
+	}
+	wctx, stop := context.WithCancel(ctx)
+	go func() { wg.Wait(); stop() }()
+	for a.clock.Sleep(wctx, a.progressInterval) == nil {
+		a.scrubCheckpoint(j, low())
+	}
+	wg.Wait()
+	row := low()
+	j.row.Store(row)
+	j.mu.Lock()
+	j.finished = a.clock.Now()
+	res := j.res
+	switch {
+	case row < rows && j.err == nil:
+		j.err = ErrClosed
+	case j.err == nil:
+		j.err = a.checkError(res, j.bad)
+		if j.other != nil {
+			j.err = errors.Join(j.err, j.other)
+		}
+	default:
+		j.err = errors.Join(a.checkError(res, j.bad), j.err)
+	}
+	stopped := row < rows
+	j.mu.Unlock()
+	if stopped {
+		a.scrubCheckpoint(j, row)
+		a.event(Event{Kind: EventScrubStopped, Role: -1, Detail: fmt.Sprintf("%s stopped at row %d of %d (it resumes at the next assembly): %s", j.kind(), row, rows, res)})
+	} else {
+		a.scrubFinished(j)
+		a.event(Event{Kind: EventScrubFinished, Role: -1, Detail: scrubSummary(j.kind(), res, a.clock.Now().Sub(j.start))})
+	}
+	a.cfgMu.Lock()
+	a.scrubJob.Store(nil)
+	a.lastScrub.Store(j)
+	a.cfgMu.Unlock()
+}
+
+// scrubSummary is the detail of scrub-finished: md's mismatch count first.
+func scrubSummary(kind string, res CheckResult, took time.Duration) string {
+	s := fmt.Sprintf("%s: %d mismatches", kind, res.Mismatches)
+	if res.Repaired > 0 || kind == "repair" {
+		s += fmt.Sprintf(", %d repaired", res.Repaired)
+	}
+	return s + fmt.Sprintf(" in %s; %s", took.Round(time.Millisecond), res)
+}
+
+// scrubRow checks one row for j, and repairs it when j repairs and the
+// check found it inconsistent. It returns the bytes moved on the busiest
+// member, for the rate limiter.
+func (a *Array) scrubRow(j *scrubJob, row int64) (int64, error) {
+	res, found, moved, err := a.checkRow(row, false)
+	if j.repair && res == rowInconsistent {
+		var m2 int64
+		res, found, m2, err = a.checkRow(row, true)
+		moved += m2
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a.tally(&j.res, &j.bad, &j.other, row, res, found, err)
+	for _, f := range found {
+		if f.Repaired && j.repEv < maxFindings {
+			j.repEv++
+			a.event(Event{Kind: EventScrubRepaired, Role: f.Role, Detail: f.String()})
+		}
+	}
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrFailed) {
+		return moved, err
+	}
+	return moved, nil
+}
+
+type rowResult uint8
+
+const (
+	rowVerified rowResult = iota
+	rowSkipped            // a hole on every member: verified without reading
+	rowInconsistent
+	rowUnverifiable
+	rowError
+)
+
+// checkRow checks one row: under its shared stripe locks when only
+// reading, or as a write step (exclusive locks, the array marked dirty)
+// when repairing. It returns what the Layout found.
+func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatch, moved int64, err error) {
+	fn := func(op *Op) error {
+		op.cause, op.repair = causeScrub, repair
+		defer func() {
+			moved = op.busiest()
+			found = append(found, op.found...)
+		}()
+		if !op.v.Degraded() && !a.rowHasData(op.v, row, -1) {
+			res = rowSkipped
+			return nil
+		}
+		return a.layout.Check(op, row)
+	}
+	if repair {
+		err = a.rowStep(row, fn)
+	} else {
+		err = a.readStep(row, fn)
+	}
+	switch {
+	case res == rowSkipped:
+	case err == nil:
+		res = rowVerified
+	case errors.Is(err, ErrInconsistent):
+		res = rowInconsistent
+	case errors.Is(err, ErrUnverifiable), errors.Is(err, ErrTooManyFailures):
+		res = rowUnverifiable
+	default:
+		res = rowError
+	}
+	return res, found, moved, err
+}
+
+// readStep runs fn on one row under its shared stripe locks, as a check
+// that only reads; member failures it runs into are recorded before it
+// returns.
+func (a *Array) readStep(row int64, fn func(op *Op) error) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	first, last := a.geo.RowStripes(row)
+	a.locks.RLock(first, last)
+	defer a.locks.RUnlock(first, last)
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked = true
+	if op.v.failed {
+		return ErrFailed
+	}
+	err := fn(op)
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	return err
+}
+
+// tally adds one row's outcome to res.
+func (a *Array) tally(res *CheckResult, bad *[]error, other *error, row int64, r rowResult, found []Mismatch, err error) {
+	res.Rows++
+	switch r {
+	case rowSkipped:
+		res.Verified++
+		res.Skipped++
+	case rowVerified:
+		res.Verified++
+	case rowInconsistent:
+		res.Inconsistent++
+		fixed := len(found) > 0
+		for _, f := range found {
+			fixed = fixed && f.Repaired
+		}
+		if fixed {
+			res.RepairedRows++
+		} else if len(*bad) < 8 {
+			*bad = append(*bad, err)
+		}
+	case rowUnverifiable:
+		res.Unverifiable++
+	default:
+		res.Unverifiable++
+		if *other == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {
+			*other = fmt.Errorf("raid: check of row %d: %w", row, err)
+		}
+	}
+	for _, f := range found {
+		res.Mismatches++
+		if f.Repaired {
+			res.Repaired++
+		}
+		if len(res.Findings) < maxFindings {
+			res.Findings = append(res.Findings, f)
+		}
+	}
+}
+
+// scrubCheckpoint records in the superblocks that j runs and the row it
+// resumes at after a restart (not for a read-only array, which writes no
+// superblock).
+func (a *Array) scrubCheckpoint(j *scrubJob, row int64) {
+	if a.readOnly {
+		return
+	}
+	v := superblock.ScrubRunning | uint64(row)
+	if j.repair {
+		v |= superblock.ScrubRepair
+	}
+	a.setScrubField(v)
+}
+
+// scrubFinished records the time the scrub finished, for the schedule.
+func (a *Array) scrubFinished(j *scrubJob) {
+	if a.readOnly {
+		return
+	}
+	a.setScrubField(uint64(max(a.clock.Now().Unix(), 1)))
+}
+
+func (a *Array) setScrubField(v uint64) {
+	a.lockConfig()
+	defer a.unlockConfig()
+	if a.meta.Scrub == v || a.view.Load().failed {
+		return
+	}
+	a.meta.Scrub = v
+	if err := a.commitLocked(); err != nil {
+		a.log.Warn("cannot record the scrub state", "err", err)
+	}
+}
+
+// scrubStatus describes j for Status.
+func (a *Array) scrubStatus(j *scrubJob, running bool) *ScrubStatus {
+	rows := a.geo.Rows()
+	s := &ScrubStatus{ResumedAt: j.first, Started: j.start}
+	s.Progress = Progress{Kind: j.kind(), Role: -1, Done: j.row.Load(), Total: rows, ArrayRows: rows, BytesMoved: j.moved.Load()}
+	s.Percent = 100
+	if rows > 0 {
+		s.Percent = 100 * float64(s.Done) / float64(rows)
+	}
+	j.mu.Lock()
+	s.CheckResult = j.result()
+	s.Finished = j.finished
+	if !running && j.err != nil {
+		s.Error = j.err.Error()
+	}
+	j.mu.Unlock()
+	if el := a.clock.Now().Sub(j.start).Seconds(); running && el > 0 && s.Done > j.first {
+		s.BytesPerSec = float64(s.BytesMoved) / el
+		s.RowsPerSec = float64(s.Done-j.first) / el
+		s.ETASeconds = float64(rows-s.Done) / s.RowsPerSec
+	}
+	return s
+}
+
+// startScrubs resumes the scrub the superblocks say was running, and
+// starts the scrub schedule. Called by start, without locks.
+func (a *Array) startScrubs(ctx context.Context) {
+	a.cfgMu.Lock()
+	st := a.meta.Scrub
+	a.cfgMu.Unlock()
+	if st&superblock.ScrubRunning != 0 && !a.view.Load().failed {
+		from := min(int64(st&superblock.ScrubRowMask), a.geo.Rows())
+		if _, err := a.startScrub(st&superblock.ScrubRepair != 0, from); err != nil {
+			a.log.Warn("cannot resume the interrupted scrub", "row", from, "err", err)
+		}
+	}
+	if iv := a.scrubInterval; iv > 0 {
+		a.goBackground(func() { a.scrubScheduler(ctx, iv, a.scrubRepair) })
+	}
+}
+
+// scrubScheduler starts a scrub every interval, counted from the end of
+// the last one (recorded in the superblocks, so a restart does not scrub
+// again at once) or, for an array never scrubbed, from its creation.
+func (a *Array) scrubScheduler(ctx context.Context, interval time.Duration, repair bool) {
+	for ctx.Err() == nil {
+		if j := a.scrubJob.Load(); j != nil {
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		a.cfgMu.Lock()
+		last, created := a.meta.Scrub, a.meta.CreateTime
+		a.cfgMu.Unlock()
+		base := time.Unix(0, created)
+		if last != 0 && last&superblock.ScrubRunning == 0 {
+			base = time.Unix(int64(last), 0)
+		}
+		if wait := base.Add(interval).Sub(a.clock.Now()); wait > 0 {
+			if a.clock.Sleep(ctx, wait) != nil {
+				return
+			}
+			continue // the time recorded may have changed meanwhile
+		}
+		s, err := a.StartScrub(repair)
+		switch {
+		case errors.Is(err, ErrScrubRunning):
+			continue
+		case err != nil:
+			// A failed array: try again an interval later.
+			a.log.Warn("scheduled scrub not started", "err", err)
+			if a.clock.Sleep(ctx, interval) != nil {
+				return
+			}
+			continue
+		}
+		_, _ = s.Wait(ctx)
+	}
+}
+
+// checkResultString is CheckResult.String's tail for scrub counts.
+func (r CheckResult) scrubCounts() string {
+	var parts []string
+	if r.Mismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d mismatches", r.Mismatches))
+	}
+	if r.Repaired > 0 {
+		parts = append(parts, fmt.Sprintf("%d repaired", r.Repaired))
+	}
+	if r.Skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d hole rows skipped", r.Skipped))
+	}
+	return strings.Join(parts, ", ")
+}

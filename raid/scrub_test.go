@@ -527,4 +527,3 @@ func TestScrubConcurrentWrites(t *testing.T) {
 		})
 	}
 }
-

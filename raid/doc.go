@@ -99,7 +99,7 @@
 // the last one to leave, without polling); the background jobs finish; then
 // every member is synced, the array is marked clean and the members closed.
 //
-// # Check
+// # Check and scrub
 //
 // Check compares every row's copies or parity and counts rows verified,
 // inconsistent and unverifiable (CheckResult). A row is unverifiable when
@@ -111,4 +111,17 @@
 // reported consistent; Check returns an
 // error wrapping ErrUnverifiable for it, and ErrInconsistent for rows that
 // disagree.
+//
+// StartScrub runs the same check as a background job (scrub.go): at the
+// rebuild rate limits, skipping rows that are holes on every member,
+// checkpointed in the superblocks (Meta.Scrub) and resumed by the next
+// assembly, and started by a schedule (Options.ScrubInterval). Each row is
+// checked under its shared stripe locks; with repair, a row found
+// inconsistent is checked again as a write step (exclusive locks, the array
+// marked dirty) with Op.Repairing set, and the Layout rewrites what is
+// wrong. Layouts report each disagreement with Op.Mismatch: the member,
+// offset and shard, whether it was located or chosen by rule, and whether
+// it was repaired. Mirrors ask Op.TrustedCopy which copy is right: a
+// CopyVerifier (SetCopyVerifier; per-block checksums) decides when one is
+// installed, otherwise the first readable copy wins, as in md.
 package raid

@@ -206,6 +206,7 @@ func (a *Array) startScrub(repair bool, from int64) (*Scrub, error) {
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	j := &scrubJob{repair: repair, first: from, start: a.clock.Now(), cancel: cancel, done: make(chan struct{})}
+	j.res.NoRedundancy = a.geo.Tolerance() == 0
 	j.row.Store(from)
 	j.thr.lastOps = a.clientOps.Load()
 	a.cfgMu.Lock()
@@ -381,7 +382,7 @@ func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatc
 			moved = op.busiest()
 			found = append(found, op.found...)
 		}()
-		if !op.v.Degraded() && !a.rowHasData(op.v, row, -1) {
+		if a.geo.Tolerance() > 0 && !op.v.Degraded() && !a.rowHasData(op.v, row, -1) {
 			res = rowSkipped
 			return nil
 		}

@@ -128,6 +128,12 @@ type ArrayConfig struct {
 	// onto raid.Options; 0 means the engine's defaults.
 	RebuildMinRate byteRate `mapstructure:"rebuild_min_rate"`
 	RebuildMaxRate byteRate `mapstructure:"rebuild_max_rate"`
+	// ScrubInterval starts a scrub (raidd check) that long after the last
+	// one finished, as the superblocks record it (720h is monthly, as
+	// Debian's checkarray); 0, the default, disables the schedule.
+	// ScrubRepair makes scheduled scrubs repair what they find.
+	ScrubInterval time.Duration `mapstructure:"scrub_interval"`
+	ScrubRepair   bool          `mapstructure:"scrub_repair"`
 }
 
 // MemberConfig is one member device. In YAML it is either a plain path or a
@@ -419,6 +425,9 @@ func (c *Config) Validate() error {
 		}
 		if a.IOWorkers < 0 {
 			bad("%s: io_workers: %d is negative", where, a.IOWorkers)
+		}
+		if a.ScrubInterval < 0 {
+			bad("%s: scrub_interval: %v is negative (0 disables the schedule)", where, a.ScrubInterval)
 		}
 		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))

@@ -24,7 +24,7 @@ import (
 // (Config.Control); file permissions on the socket are its access control.
 //
 //	GET  /v1/status                statusReply
-//	POST /v1/arrays/{name}/check   checkReply; 409 while a check of that array runs
+//	POST /v1/arrays/{name}/check   [{"repair": bool}] -> checkReply; 409 while a scrub of that array runs
 //	POST /v1/arrays/{name}/fail    {"member": ID}                    -> memberReply
 //	POST /v1/arrays/{name}/remove  {"member": ID}                    -> memberReply
 //	POST /v1/arrays/{name}/add     {"path": PATH, "force": bool}      -> memberReply
@@ -106,10 +106,18 @@ type checkReply struct {
 	// Consistent is true only when every row was verified and agrees: a
 	// degraded array with rows that could not be verified is not.
 	Consistent bool `json:"consistent"`
-	// CheckResult counts the rows verified, inconsistent and unverifiable.
+	// Repair says the scrub rewrote what it found wrong (check --repair).
+	Repair bool `json:"repair,omitempty"`
+	// CheckResult counts the rows verified, inconsistent and unverifiable,
+	// the mismatches found and repaired, and lists the first of them.
 	raid.CheckResult
 	Error   string  `json:"error,omitempty"`
 	Seconds float64 `json:"seconds"`
+}
+
+// checkRequest is the optional body of POST /v1/arrays/{name}/check.
+type checkRequest struct {
+	Repair bool `json:"repair"`
 }
 
 // errorReply is the body of every error answer. Code names the sentinel
@@ -166,8 +174,10 @@ func (d *daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, d.status())
 }
 
-// handleCheck runs Array.Check to completion. The check reads every row
-// under its stripe locks, so I/O continues while it runs.
+// handleCheck runs a scrub of the array (Array.StartScrub), a background
+// job of the array at its rebuild rates, and answers when it ends. I/O
+// continues while it runs. If the client goes away the scrub goes on; a
+// second request while it runs is refused (409, check_running).
 func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s, err := d.lookup(name)
@@ -175,27 +185,50 @@ func (d *daemon) handleCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, err)
 		return
 	}
-	if !s.checking.CompareAndSwap(false, true) {
-		writeError(w, http.StatusConflict, fmt.Errorf("%w: %q", errCheckRunning, name))
+	var req checkRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("check: %w: body: %v", errBadRequest, err))
 		return
 	}
-	defer s.checking.Store(false)
-	d.log.Info("check started", "array", name)
+	kind := "check"
+	if req.Repair {
+		kind = "repair"
+	}
 	start := time.Now()
-	res, err := s.array.Check()
-	reply := checkReply{Array: name, Consistent: err == nil && res.Consistent(), CheckResult: res, Seconds: time.Since(start).Seconds()}
+	sc, err := s.array.StartScrub(req.Repair)
 	switch {
+	case errors.Is(err, raid.ErrScrubRunning):
+		writeError(w, http.StatusConflict, fmt.Errorf("%w: %q: %w", errCheckRunning, name, err))
+		return
+	case errors.Is(err, raid.ErrReadOnly), errors.Is(err, raid.ErrFailed), errors.Is(err, raid.ErrClosed):
+		writeError(w, http.StatusConflict, fmt.Errorf("%s of %q: %w", kind, name, err))
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	d.log.Info(kind+" started", "array", name)
+	res, err := sc.Wait(r.Context())
+	reply := checkReply{Array: name, Repair: req.Repair, Consistent: err == nil && res.Consistent(), CheckResult: res, Seconds: time.Since(start).Seconds()}
+	switch {
+	case err == nil && req.Repair && res.Mismatches > 0:
+		d.log.Warn(kind+" finished: mismatches repaired", "array", name, "result", res.String())
 	case err == nil:
-		d.log.Info("check finished: consistent", "array", name, "rows", res.Rows, "elapsed", time.Since(start).Round(time.Millisecond))
+		d.log.Info(kind+" finished: consistent", "array", name, "rows", res.Rows, "elapsed", time.Since(start).Round(time.Millisecond))
+	case r.Context().Err() != nil:
+		d.log.Info(kind+" goes on in the background; the client left", "array", name)
+		return
 	case errors.Is(err, raid.ErrClosed), errors.Is(err, raid.ErrFailed):
-		d.log.Error("check failed", "array", name, "err", err)
+		d.log.Error(kind+" failed", "array", name, "err", err)
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	case errors.Is(err, raid.ErrInconsistent), errors.Is(err, raid.ErrUnverifiable):
 		reply.Error = err.Error()
-		d.log.Warn("check finished: not consistent", "array", name, "result", res.String(), "err", err)
+		d.log.Warn(kind+" finished: not consistent", "array", name, "result", res.String(), "err", err)
 	default:
-		d.log.Error("check failed", "array", name, "err", err)
+		d.log.Error(kind+" failed", "array", name, "err", err)
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}

@@ -6,7 +6,7 @@
 //	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
 //	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]
 //	raidd status  [--config FILE | --control PATH] [--json] [--watch [--interval 1s]] [ARRAY...]
-//	raidd check   [--config FILE | --control PATH] [ARRAY...]
+//	raidd check   [--config FILE | --control PATH] [--repair] [ARRAY...]
 //	raidd fail    [--config FILE | --control PATH] [--force] ARRAY MEMBER
 //	raidd remove  [--config FILE | --control PATH] ARRAY MEMBER
 //	raidd add     [--config FILE | --control PATH] [--force] ARRAY PATH
@@ -91,7 +91,8 @@
 // # Control socket
 //
 // A unix socket (control, default /run/raidd/raidd.sock) serves HTTP with
-// JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check, the member
+// JSON bodies: GET /v1/status, POST /v1/arrays/{name}/check (a scrub,
+// {"repair": true} to repair), the member
 // changes POST /v1/arrays/{name}/fail, remove, add and replace (see
 // control.go), and GET /metrics (Prometheus, metrics.go: a registry of
 // its own with client_golang; a collector reads the status at each

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,7 +55,6 @@ var _ exportDevice = (*raid.Array)(nil)
 type servedArray struct {
 	cfg      ArrayConfig
 	array    *raid.Array
-	checking atomic.Bool // a check started through the control API is running
 }
 
 // brokenArray is a configured array that could not be assembled; serve
@@ -649,6 +647,8 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		IOWorkers:      ac.IOWorkers,
 		RebuildMinRate: int64(ac.RebuildMinRate),
 		RebuildMaxRate: int64(ac.RebuildMaxRate),
+		ScrubInterval:  ac.ScrubInterval,
+		ScrubRepair:    ac.ScrubRepair,
 		OnEvent:        onEvent,
 		ForceAssemble:  forceAssemble,
 	})

@@ -288,6 +288,13 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 		if r := a.Resync; r != nil {
 			fmt.Fprintf(w, "  resync: %s (%d of %d rows)\n", progressBar(r, progressWidth), r.Done, r.Total)
 		}
+		if sc := a.Scrub; sc != nil {
+			fmt.Fprintf(w, "  scrub: %s  %s (%d of %d rows; %d mismatches, %d repaired)\n", sc.Kind, progressBar(&sc.Progress, progressWidth), sc.Done, sc.Total, sc.Mismatches, sc.Repaired)
+		} else if sc := a.LastScrub; sc != nil {
+			fmt.Fprintf(w, "  last scrub: %s finished %s: %s\n", sc.Kind, sc.Finished.Local().Format("2006-01-02 15:04:05"), sc.CheckResult)
+		} else if !a.LastScrubFinished.IsZero() {
+			fmt.Fprintf(w, "  last scrub: finished %s\n", a.LastScrubFinished.Local().Format("2006-01-02 15:04:05"))
+		}
 		if b := a.Bitmap; b != nil {
 			fmt.Fprintf(w, "  bitmap: %s per bit, %d of %d regions dirty\n", formatSize(b.Region), b.Dirty, b.Regions)
 		} else {
@@ -340,18 +347,32 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 
 func (c *cli) checkCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "check [ARRAY...]",
-		Short: "Verify mirrors and parity of running arrays",
-		Long: `Check asks a running 'raidd serve' to read every stripe of the named arrays
-(default: all) and verify that mirrors are identical and parity matches
-the data. I/O continues while it runs; it takes as long as reading the
-members once. Rows that cannot be verified (a degraded array has no
-redundancy left to compare in rows missing a member; RAID0 keeps none)
-are counted and reported as such, never as consistent. It exits 1 if any
-array is inconsistent, could not be fully verified, or the check failed.`,
+		Use:   "check [--repair] [ARRAY...]",
+		Short: "Scrub running arrays: verify mirrors and parity, and with --repair fix them",
+		Long: `Check asks a running 'raidd serve' to scrub the named arrays (default:
+all): read every row and verify that mirrors are identical and parity
+matches the data, as md's check does. The scrub is a background job of the
+array, at the rebuild rate limits (rebuild_min_rate, rebuild_max_rate),
+with its progress and ETA in 'raidd status'; it is checkpointed in the
+superblocks, so a restart of raidd resumes it. Rows that are holes on every
+member are skipped. Check waits for it to end and reports the rows
+verified, the mismatches (md's mismatch_cnt, in chunks) with the member and
+offset of each, and the rows that could not be verified: a degraded array
+has no redundancy left to compare in rows missing a member (RAID0 keeps
+none), and is never reported consistent.
+
+With --repair the scrub rewrites what is wrong: a mirror copy that differs
+from the first readable copy (as md does: without checksums nothing tells
+which copy is right, and the report says so); RAID5 parity, recomputed from
+the data; on RAID6 the one chunk of a row (data, P or Q) that the P/Q
+syndromes locate, or P and Q when no single chunk explains the mismatch.
+
+It exits 1 if mismatches were found and not repaired, if rows could not be
+verified, or if the check failed.`,
 		Args: args(cobra.ArbitraryArgs),
 	}
 	keys := controlFlags(cmd)
+	repair := cmd.Flags().Bool("repair", false, "rewrite what the scrub finds wrong")
 	cmd.RunE = func(cmd *cobra.Command, names []string) error {
 		cl, err := dialControl(cmd, keys)
 		if err != nil {
@@ -369,24 +390,43 @@ array is inconsistent, could not be fully verified, or the check failed.`,
 		var errs []error
 		for _, n := range names {
 			var r checkReply
-			if err := cl.do(cmd.Context(), "POST", "/v1/arrays/"+url.PathEscape(n)+"/check", &r); err != nil {
+			if err := cl.doBody(cmd.Context(), "POST", "/v1/arrays/"+url.PathEscape(n)+"/check", checkRequest{Repair: *repair}, &r); err != nil {
 				fmt.Fprintf(c.stdout, "%s: check failed: %v\n", n, err)
 				errs = append(errs, fmt.Errorf("%s: check failed", n))
 				continue
 			}
-			switch {
-			case r.Consistent:
-				fmt.Fprintf(c.stdout, "%s: consistent (%.1fs): %s\n", n, r.Seconds, r.CheckResult)
-				continue
-			case r.Inconsistent > 0:
-				fmt.Fprintf(c.stdout, "%s: INCONSISTENT (%.1fs): %s: %s\n", n, r.Seconds, r.CheckResult, r.Error)
-				errs = append(errs, fmt.Errorf("%s is inconsistent", n))
-			default:
-				fmt.Fprintf(c.stdout, "%s: NOT VERIFIED (%.1fs): %s\n", n, r.Seconds, r.CheckResult)
-				errs = append(errs, fmt.Errorf("%s could not be fully verified", n))
+			verdict, err := checkVerdict(n, &r)
+			fmt.Fprintf(c.stdout, "%s: %s (%.1fs): %s\n", n, verdict, r.Seconds, r.CheckResult)
+			for _, f := range r.Findings {
+				fmt.Fprintf(c.stdout, "  %s\n", f)
+			}
+			if more := r.Mismatches - int64(len(r.Findings)); more > 0 {
+				fmt.Fprintf(c.stdout, "  ... and %d more mismatches\n", more)
+			}
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
 	}
 	return cmd
+}
+
+// checkVerdict names the outcome of one array's check and returns the
+// error that makes raidd check exit 1, if any: mismatches left unrepaired,
+// or rows that could not be verified.
+func checkVerdict(name string, r *checkReply) (string, error) {
+	switch {
+	case r.Consistent:
+		return "consistent", nil
+	case r.Inconsistent > r.RepairedRows:
+		return "INCONSISTENT", fmt.Errorf("%s is inconsistent", name)
+	case r.Unverifiable > 0 && r.Mismatches > 0:
+		return "REPAIRED, NOT FULLY VERIFIED", fmt.Errorf("%s could not be fully verified", name)
+	case r.Unverifiable > 0:
+		return "NOT VERIFIED", fmt.Errorf("%s could not be fully verified", name)
+	case r.Repair && r.Mismatches > 0 && r.Repaired == r.Mismatches:
+		return "REPAIRED", nil
+	}
+	return "NOT CONSISTENT", fmt.Errorf("%s: %s", name, r.Error)
 }

@@ -51,4 +51,17 @@
 // two jobs. Check verifies P and Q; with one member missing it rebuilds the
 // missing chunk from the others and still verifies the parity left, so a
 // row is unverifiable only with two members missing.
+//
+// # Scrub
+//
+// On a whole row a mismatch is located as md's raid6check does (locate in
+// gf.go): byte by byte, with dP = P xor P' and dQ = Q xor Q' (P', Q'
+// computed from the data read), only dP set means P is wrong, only dQ set
+// means Q is wrong, and both set means data chunk z is wrong where
+// dQ = 2^z · dP. Every differing byte must name the same chunk; a repair
+// then rewrites that chunk (data corrected by dP, parity recomputed). When
+// no single chunk explains the differences the row is reported unlocated
+// and a repair recomputes P and Q from the data, as md's repair does. Note
+// the blind spot every single-error locator has: the same bytes wrong at
+// the same offsets of two data chunks cancel in P and look like a wrong Q.
 package raid6

@@ -53,8 +53,8 @@ var _ exportDevice = (*raid.Array)(nil)
 
 // servedArray is one assembled array and its export.
 type servedArray struct {
-	cfg      ArrayConfig
-	array    *raid.Array
+	cfg   ArrayConfig
+	array *raid.Array
 }
 
 // brokenArray is a configured array that could not be assembled; serve

@@ -2,6 +2,7 @@ package raid_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -111,6 +112,9 @@ type model struct {
 	inArray map[int]bool
 	failing map[int]bool
 	next    int
+	// scrub is the last scrub an opScrub started; it runs while the
+	// following operations write.
+	scrub *raid.Scrub
 }
 
 const poolSize = 6 // spare devices beyond the initial members
@@ -134,10 +138,11 @@ const (
 	opConcurrent   // writers on disjoint ranges, each verifying its own
 	opWaitRecovery // let every background job finish
 	opVerify       // read the whole array
+	opScrub        // start a scrub (check or repair) that runs on during the next operations
 )
 
 var opNames = [...]string{"write", "write-fua", "read", "sync", "discard", "write-zeroes", "fail", "fail-faults",
-	"add-spare", "replace", "remove", "reassemble", "concurrent", "wait-recovery", "verify"}
+	"add-spare", "replace", "remove", "reassemble", "concurrent", "wait-recovery", "verify", "scrub"}
 
 // modelOp is one generated operation. Everything random is drawn when the
 // list is generated; what depends on the array's state at run time (which
@@ -174,6 +179,8 @@ func (op modelOp) String() string {
 		s += fmt.Sprintf(" pick=%d", op.pick)
 	case opConcurrent, opReassemble:
 		s += fmt.Sprintf(" seed=%d", op.seed)
+	case opScrub:
+		s += fmt.Sprintf(" repair=%v", op.pick%2 == 0)
 	}
 	return s
 }
@@ -236,6 +243,8 @@ func genOps(seed int64, geo stripe.Geometry, count int) []modelOp {
 			op.kind = opConcurrent
 		case x < 92:
 			op.kind = opWaitRecovery
+		case x < 95:
+			op.kind = opScrub
 		default:
 			op.kind = opVerify
 		}
@@ -386,6 +395,44 @@ func (m *model) step(i int, op modelOp) {
 		m.waitRecovery(i)
 	case opVerify:
 		m.verifyAll(fmt.Sprintf("op %d", i))
+	case opScrub:
+		m.startScrub(i, op.pick%2 == 0)
+	}
+	m.judgeScrub(i)
+}
+
+// startScrub starts a scrub unless one runs (one started before, or one
+// the last assembly resumed).
+func (m *model) startScrub(i int, repair bool) {
+	s, err := m.a.StartScrub(repair)
+	switch {
+	case errors.Is(err, raid.ErrScrubRunning), errors.Is(err, raid.ErrFailed):
+		return
+	case !assert.NoError(m.t, err, "op %d: start scrub", i):
+		return
+	}
+	m.t.Logf("op %d: scrub started (repair %v)", i, repair)
+	m.scrub = s
+}
+
+// judgeScrub checks the result of a scrub that has ended: writes,
+// failures, rebuilds and reassembly running alongside must never make it
+// see a mismatch, since every row it reads is consistent under its locks.
+// A scrub stopped by Close (reassembly) is resumed by the next assembly,
+// whose result Status reports.
+func (m *model) judgeScrub(i int) {
+	if m.scrub != nil {
+		select {
+		case <-m.scrub.Done():
+			res, err := m.scrub.Wait(context.Background())
+			m.scrub = nil
+			assert.Zero(m.t, res.Mismatches, "op %d: a scrub during writes found mismatches: %s %+v", i, res, res.Findings)
+			assert.NotErrorIs(m.t, err, raid.ErrInconsistent, "op %d", i)
+		default:
+		}
+	}
+	if ls := m.a.Status().LastScrub; ls != nil {
+		assert.Zero(m.t, ls.Mismatches, "op %d: the last scrub found mismatches: %s %+v", i, ls.CheckResult, ls.Findings)
 	}
 }
 

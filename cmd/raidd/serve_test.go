@@ -236,7 +236,7 @@ func TestServeEndToEnd(t *testing.T) {
 	assert.Contains(t, errOut, "in use by another raidd process")
 
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
-	assert.Contains(t, readNotify(t, notify), "STOPPING=1")
+	assert.Contains(t, readNotifyUntil(t, notify, "STOPPING=1"), "STOPPING=1")
 	assert.NoFileExists(t, e.control, "sockets are removed at exit")
 	assert.NoFileExists(t, e.nbdSock)
 
@@ -260,6 +260,18 @@ func readNotify(t *testing.T, c *net.UnixConn) string {
 	n, err := c.Read(buf)
 	require.NoError(t, err)
 	return string(buf[:n])
+}
+
+// readNotifyUntil reads notifications until one contains want (array
+// events, such as a check's scrub-started and scrub-finished, send STATUS
+// lines in between) and returns it.
+func readNotifyUntil(t *testing.T, c *net.UnixConn, want string) string {
+	t.Helper()
+	for {
+		if m := readNotify(t, c); strings.Contains(m, want) {
+			return m
+		}
+	}
 }
 
 func httpGet(t *testing.T, socket, path string) string {

@@ -33,6 +33,25 @@ const (
 	Version = 1
 )
 
+// Feature flags (the Flags field): incompatible features. A build refuses
+// a slot with a flag it does not know (ErrVersion).
+const (
+	// FlagChecksums: the members carry per-block checksums in the area
+	// [ChecksumOffset, ChecksumOffset+ChecksumLength).
+	FlagChecksums = 1 << 0
+
+	knownFlags = FlagChecksums
+)
+
+// flags returns the feature flags m needs.
+func (m *Meta) flags() uint32 {
+	var f uint32
+	if m.Checksums {
+		f |= FlagChecksums
+	}
+	return f
+}
+
 // Magic opens every superblock slot.
 const Magic = "RAIDDSB\x00"
 
@@ -61,6 +80,8 @@ const (
 	offMemberCount  = 200
 	offDegraded     = 208
 	offScrub        = 216
+	offCsumOffset   = 224
+	offCsumLength   = 232
 	offMembers      = 256
 	entrySize       = 24
 	entRole         = 16
@@ -75,7 +96,8 @@ const (
 var reserved = [][2]int{
 	{offState + 1, offRebuildRole},
 	{offMemberCount + 4, offDegraded},
-	{offScrub + 8, offMembers},
+	{offScrub + 8, offCsumOffset},
+	{offCsumLength + 8, offMembers},
 	{endMembers, offChecksum},
 }
 
@@ -99,7 +121,7 @@ func (m *Meta) Encode(dst []byte) error {
 	clear(dst)
 	copy(dst[offMagic:], Magic)
 	le.PutUint32(dst[offVersion:], Version)
-	le.PutUint32(dst[offFlags:], 0)
+	le.PutUint32(dst[offFlags:], m.flags())
 	copy(dst[offArrayUUID:], m.ArrayUUID[:])
 	copy(dst[offName:offName+NameMax], m.Name)
 	le.PutUint32(dst[offLevel:], m.Level)
@@ -120,6 +142,8 @@ func (m *Meta) Encode(dst []byte) error {
 	le.PutUint32(dst[offMemberCount:], uint32(len(m.Members)))
 	le.PutUint64(dst[offDegraded:], m.DegradedEvents)
 	le.PutUint64(dst[offScrub:], m.Scrub)
+	le.PutUint64(dst[offCsumOffset:], m.ChecksumOffset)
+	le.PutUint64(dst[offCsumLength:], m.ChecksumLength)
 	for i, mi := range m.Members {
 		e := dst[offMembers+i*entrySize:]
 		copy(e, mi.UUID[:])
@@ -147,7 +171,8 @@ func Decode(b []byte) (*Meta, error) {
 	if v := le.Uint32(b[offVersion:]); v != Version {
 		return nil, fmt.Errorf("%w: version %d, this build reads version %d", ErrVersion, v, Version)
 	}
-	if f := le.Uint32(b[offFlags:]); f != 0 {
+	flags := le.Uint32(b[offFlags:])
+	if f := flags &^ knownFlags; f != 0 {
 		return nil, fmt.Errorf("%w: unknown feature flags %#x", ErrVersion, f)
 	}
 	if got, want := crc32.Checksum(b[:offChecksum], castagnoli), le.Uint32(b[offChecksum:]); got != want {
@@ -200,6 +225,9 @@ func Decode(b []byte) (*Meta, error) {
 		UpdateTime:        int64(le.Uint64(b[offUpdateTime:])),
 		DegradedEvents:    le.Uint64(b[offDegraded:]),
 		Scrub:             le.Uint64(b[offScrub:]),
+		Checksums:         flags&FlagChecksums != 0,
+		ChecksumOffset:    le.Uint64(b[offCsumOffset:]),
+		ChecksumLength:    le.Uint64(b[offCsumLength:]),
 		Members:           make([]MemberInfo, count),
 	}
 	copy(m.ArrayUUID[:], b[offArrayUUID:])

@@ -333,7 +333,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"long-with-magic", func(b []byte) []byte { return append(b, 0) }, ErrBufferSize, ""},
 		{"version-0", func(b []byte) []byte { le.PutUint32(b[8:], 0); return resum(b) }, ErrVersion, ""},
 		{"version-2", func(b []byte) []byte { le.PutUint32(b[8:], 2); return resum(b) }, ErrVersion, ""},
-		{"feature-flag", func(b []byte) []byte { b[12] = 1; return resum(b) }, ErrVersion, ""},
+		{"feature-flag", func(b []byte) []byte { b[12] = 0x80; return resum(b) }, ErrVersion, ""},
+		{"checksums-flag-without-area", func(b []byte) []byte { b[12] |= FlagChecksums; return resum(b) }, ErrCorrupt, "ChecksumOffset"},
+		{"checksum-area-without-flag", func(b []byte) []byte { le.PutUint64(b[224:], HeaderSize); return resum(b) }, ErrCorrupt, "ChecksumOffset"},
+		{"reserved-after-checksum-area", func(b []byte) []byte { b[240] = 1; return resum(b) }, ErrCorrupt, ""},
 		{"bit-flip-field", func(b []byte) []byte { b[104] ^= 1; return b }, ErrChecksum, ""},
 		{"bit-flip-reserved", func(b []byte) []byte { b[3000] ^= 0x80; return b }, ErrChecksum, ""},
 		{"bit-flip-checksum", func(b []byte) []byte { b[4095] ^= 1; return b }, ErrChecksum, ""},
@@ -426,4 +429,46 @@ func TestScrubField(t *testing.T) {
 	b[224] = 1
 	_, err := Decode(resum(b))
 	require.ErrorIs(t, err, ErrCorrupt, "byte 224 is not the scrub field's")
+}
+
+// checksumMeta is goldenMeta with a checksum area between the header and
+// the data region.
+func checksumMeta() *Meta {
+	m := goldenMeta()
+	m.Checksums = true
+	m.ChecksumOffset = HeaderSize
+	m.ChecksumLength = 1 << 20
+	m.DataOffset = HeaderSize + 1<<20
+	return m
+}
+
+// TestChecksumFields pins where FlagChecksums and the checksum area are
+// stored: Flags bit 0 and bytes 224..240; every other byte is as in
+// golden.hex but DataOffset and the slot checksum.
+func TestChecksumFields(t *testing.T) {
+	m := checksumMeta()
+	got := encode(t, m)
+	want := readHexFile(t, filepath.Join("testdata", "golden.hex"))
+	le := binary.LittleEndian
+	assert.Equal(t, uint32(FlagChecksums), le.Uint32(got[12:]))
+	assert.Equal(t, uint64(HeaderSize), le.Uint64(got[224:]))
+	assert.Equal(t, uint64(1<<20), le.Uint64(got[232:]))
+	assert.Equal(t, uint64(2<<20), le.Uint64(got[136:]))
+	for i := range got {
+		switch {
+		case i >= 12 && i < 16, i >= 224 && i < 240, i >= 136 && i < 144, i >= offChecksum:
+			continue
+		}
+		require.Equal(t, want[i], got[i], "byte %d", i)
+	}
+	back, err := Decode(got)
+	require.NoError(t, err)
+	assert.Equal(t, m, back)
+
+	bad := checksumMeta()
+	bad.ChecksumLength = 2 << 20 // runs into the data region
+	assert.ErrorIs(t, bad.Validate(), ErrInvalid)
+	bad = checksumMeta()
+	bad.ChecksumOffset = HeaderSize + 1 // not aligned
+	assert.ErrorIs(t, bad.Validate(), ErrInvalid)
 }

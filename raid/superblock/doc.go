@@ -31,7 +31,7 @@
 //	offset  size  field
 //	0       8     Magic "RAIDDSB\x00"
 //	8       4     Version uint32 (= 1)
-//	12      4     Flags uint32: incompatible features, none defined (= 0)
+//	12      4     Flags uint32: incompatible features; bit 0 FlagChecksums
 //	16      16    ArrayUUID
 //	32      64    Name: UTF-8 bytes, NUL padded (no terminator at 64 bytes)
 //	96      4     Level uint32: 0, 1, 5, 6 or 10
@@ -54,7 +54,9 @@
 //	204     4     reserved, zero
 //	208     8     DegradedEvents uint64, 0 = every role in sync
 //	216     8     Scrub uint64: bit 63 set = scrub running (bit 62: repairing, bits 0..61: row it resumes at); clear = unix seconds the last scrub finished (0 = never)
-//	224     32    reserved, zero
+//	224     8     ChecksumOffset uint64, bytes (0 without FlagChecksums)
+//	232     8     ChecksumLength uint64, bytes (0 without FlagChecksums)
+//	240     16    reserved, zero
 //	256     1536  member table: 64 entries of 24 bytes
 //	1792    2300  reserved, zero
 //	4092    4     CRC32C (Castagnoli) of bytes [0, 4092)

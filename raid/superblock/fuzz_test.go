@@ -18,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(make([]byte, SlotSize))
 	f.Add([]byte(Magic))
-	for _, m := range []*Meta{validMeta(), goldenMeta()} {
+	for _, m := range []*Meta{validMeta(), goldenMeta(), checksumMeta()} {
 		b := make([]byte, SlotSize)
 		if err := m.Encode(b); err != nil {
 			f.Fatal(err)

@@ -120,6 +120,15 @@ type Meta struct {
 	// seconds at which the last scrub finished, 0 for never.
 	Scrub uint64
 
+	// Checksums says every member's data region has per-block CRC32C
+	// checksums (FlagChecksums) in the area [ChecksumOffset,
+	// ChecksumOffset+ChecksumLength) of every member, between the header
+	// and DataOffset (see package raid/internal/integrity for its format).
+	// Both are 0 without checksums.
+	Checksums      bool
+	ChecksumOffset uint64 // bytes; >= HeaderSize, a multiple of Align
+	ChecksumLength uint64 // bytes; > 0, ends at or before DataOffset
+
 	// Members lists every member this member knows of, including itself,
 	// with roles and spares, as it last knew them. At most MaxMembers.
 	Members []MemberInfo
@@ -156,7 +165,10 @@ func (m *Meta) Clone() *Meta {
 // -1 or in [0, RaidDisks); DataOffset >= HeaderSize and a multiple of Align;
 // DataSize > 0 and DataOffset+DataSize fits in an int64; State is known;
 // RebuildCheckpoint <= DataSize, and is 0 when RebuildRole is -1;
-// DegradedEvents <= Events; a running Scrub resumes at a row <= DataSize/ChunkSize; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
+// DegradedEvents <= Events; a running Scrub resumes at a row <= DataSize/ChunkSize;
+// with Checksums, ChecksumOffset >= HeaderSize is a multiple of Align and the
+// non-empty checksum area ends at or before DataOffset, and without it both
+// are 0; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
 // ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
@@ -248,6 +260,17 @@ func (m *Meta) problems() problemList {
 		case m.DataSize > 0 && m.DataOffset >= BitmapOffset && (m.DataSize-1)/r+1 > (m.DataOffset-BitmapOffset)*8:
 			bad("BitmapRegion", "%d gives %d bits for DataSize %d, more than fit between BitmapOffset %d and DataOffset %d", r, (m.DataSize-1)/r+1, m.DataSize, BitmapOffset, m.DataOffset)
 		}
+	}
+
+	switch {
+	case !m.Checksums && (m.ChecksumOffset != 0 || m.ChecksumLength != 0):
+		bad("ChecksumOffset", "is %d (length %d) without Checksums", m.ChecksumOffset, m.ChecksumLength)
+	case m.Checksums && (m.ChecksumOffset < HeaderSize || m.ChecksumOffset%Align != 0):
+		bad("ChecksumOffset", "%d is not a multiple of %d of at least HeaderSize=%d", m.ChecksumOffset, Align, HeaderSize)
+	case m.Checksums && m.ChecksumLength == 0:
+		bad("ChecksumLength", "is zero with Checksums")
+	case m.Checksums && (m.ChecksumLength > math.MaxInt64-m.ChecksumOffset || m.ChecksumOffset+m.ChecksumLength > m.DataOffset):
+		bad("ChecksumLength", "area [%d, +%d) does not end at or before DataOffset %d", m.ChecksumOffset, m.ChecksumLength, m.DataOffset)
 	}
 
 	if len(m.Members) == 0 {

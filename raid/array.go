@@ -3,6 +3,7 @@ package raid
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -56,6 +57,7 @@ type Array struct {
 	inlineAbove      int64  // above this many ops in progress, Op.Run does member I/O inline
 	zero             []byte // a chunk of zeroes, never written
 	bitmap           *bitmap
+	csum             *csumState // per-block checksums; nil without them
 	reqs             chan *ioReq // member I/O for the workers; closed by Close
 	ctx              context.Context
 	cancel           context.CancelFunc // cancels ctx: Close, the parent of background jobs
@@ -160,6 +162,18 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	}
 	a.inlineAbove = int64(2 * runtime.GOMAXPROCS(0))
 	a.bitmap = newBitmap(int64(meta.BitmapRegion), geo.Chunk(), geo.MemberSize())
+	if meta.Checksums {
+		limit := o.ChecksumCache
+		if limit == 0 {
+			limit = DefaultChecksumCache
+		}
+		a.csum = &csumState{pages: int(max(1, limit/4096/int64(geo.Members())))}
+		for _, s := range slots {
+			if s.dev, err = a.wrapDev(s.dev); err != nil {
+				return nil, fmt.Errorf("raid: %s: %w", s.path, err)
+			}
+		}
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.drained = make(chan struct{}, 1)
 	a.startEvents(o.OnEvent)
@@ -208,6 +222,7 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	ctx := a.ctx
 	if resync {
 		plan := a.resyncPlan()
+		a.unsealForResync(plan)
 		total := int64(0)
 		for _, r := range plan {
 			total += r[1] - r[0]

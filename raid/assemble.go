@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -52,7 +53,12 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	geo, err := stripe.New(co.Level, len(devs), co.Chunk, minSize-superblock.HeaderSize)
+	dataOff := int64(superblock.HeaderSize)
+	var csumOff, csumLen int64
+	if co.Checksums {
+		csumOff, csumLen, dataOff = checksumLayout(minSize - superblock.HeaderSize)
+	}
+	geo, err := stripe.New(co.Level, len(devs), co.Chunk, minSize-dataOff)
 	if err != nil {
 		return nil, fmt.Errorf("raid: create %q: %w", co.Name, err)
 	}
@@ -60,16 +66,16 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		return nil, fmt.Errorf("%w: %s has no redundancy, so a spare could never be used", ErrConfig, geo.Level())
 	}
 	for _, d := range co.Spares {
-		if d.Member.Size() < superblock.HeaderSize+geo.MemberSize() {
-			return nil, fmt.Errorf("%w: spare %s is %d bytes, smaller than a member (%d)", ErrConfig, d.Path, d.Member.Size(), superblock.HeaderSize+geo.MemberSize())
+		if d.Member.Size() < dataOff+geo.MemberSize() {
+			return nil, fmt.Errorf("%w: spare %s is %d bytes, smaller than a member (%d)", ErrConfig, d.Path, d.Member.Size(), dataOff+geo.MemberSize())
 		}
 	}
 	region := co.BitmapRegion
 	if region == 0 {
 		region = 64 << 20
 	}
-	if region < 0 || geo.Tolerance() == 0 {
-		region = 0 // without redundancy there is nothing to resync
+	if region < 0 || (geo.Tolerance() == 0 && !co.Checksums) {
+		region = 0 // without redundancy nor checksums there is nothing to resync
 	}
 	for region > 0 && (geo.MemberSize()-1)/region+1 > superblock.BitmapBytes*8 {
 		region *= 2
@@ -78,7 +84,8 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	meta := &superblock.Meta{
 		ArrayUUID: superblock.NewUUID(), Name: co.Name, Level: uint32(co.Level),
 		ChunkSize: uint64(geo.Chunk()), RaidDisks: uint32(len(devs)),
-		DataOffset: superblock.HeaderSize, DataSize: uint64(geo.MemberSize()),
+		DataOffset: uint64(dataOff), DataSize: uint64(geo.MemberSize()),
+		Checksums: co.Checksums, ChecksumOffset: uint64(csumOff), ChecksumLength: uint64(csumLen),
 		State: superblock.StateClean, RebuildRole: -1, CreateTime: now,
 		BitmapRegion: uint64(region),
 	}
@@ -104,6 +111,11 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		if err != nil {
 			return nil, fmt.Errorf("raid: create: clear bitmap on %s: %w", d.Path, err)
 		}
+		if co.Checksums {
+			if err := integrity.Clear(d.Member, csumOff, csumLen); err != nil {
+				return nil, fmt.Errorf("raid: create: clear the checksum area on %s: %w", d.Path, err)
+			}
+		}
 	}
 	// Zero the data regions so redundancy is consistent without a resync.
 	needResync := false
@@ -113,13 +125,13 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			derrs[i] = d.Member.Discard(superblock.HeaderSize, geo.MemberSize())
+			derrs[i] = d.Member.Discard(dataOff, geo.MemberSize())
 		}()
 	}
 	wg.Wait()
 	for i, err := range derrs {
 		if errors.Is(err, errors.ErrUnsupported) {
-			needResync = geo.Tolerance() > 0
+			needResync = geo.Tolerance() > 0 || co.Checksums
 		} else if err != nil {
 			return nil, fmt.Errorf("raid: create: clear %s: %w", devs[i].Path, err)
 		}
@@ -131,10 +143,22 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
+	if needResync && a.bitmap != nil {
+		// The data regions were not zeroed: every region needs the resync
+		// (its plan comes from the bitmap).
+		for r := int64(0); r < a.bitmap.n; r++ {
+			a.bitmap.set(r)
+		}
+	}
 	a.lockConfig()
 	err = a.commitLocked()
 	a.dirty.Store(needResync)
 	a.unlockConfig()
+	if err == nil && needResync && a.bitmap != nil {
+		a.bitmap.mu.Lock()
+		err = a.persistBitmap()
+		a.bitmap.mu.Unlock()
+	}
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("raid: create: write superblocks: %w", err)
@@ -368,7 +392,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 		a.bitmap.load(img)
 		for _, s := range slots {
-			if s.dev == newest.dev.Member {
+			if rawDev(s.dev) == newest.dev.Member {
 				continue
 			}
 			if _, err := s.dev.ReadAt(img, superblock.BitmapOffset); err == nil {
@@ -399,7 +423,8 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)
 	}
 	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean, "forced", forced)
-	resync := unclean && !o.NoResync && geo.Tolerance() > 0
+	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
+	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
 		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
 		resync = false

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"syscall"
+
+	"github.com/raidd/raidd/raid/internal/integrity"
 )
 
 var (
@@ -40,9 +42,15 @@ var (
 	// ErrConfig is wrapped by Options and CreateOptions validation errors.
 	ErrConfig = errors.New("raid: invalid configuration")
 	// ErrIO is returned by a request on an array without redundancy (RAID0)
-	// when a member fails it. It wraps EIO. The member is not marked failed:
+	// when a member fails it, and by a read of blocks that fail their
+	// checksum when no copy or parity can rebuild them (joined with the
+	// mismatches, which wrap ErrChecksum). It wraps EIO. The member is not marked failed:
 	// like md, the array keeps running and only the affected range errs.
 	ErrIO = fmt.Errorf("raid: member I/O error: %w", syscall.EIO)
+	// ErrChecksum is wrapped by the member error of a block that failed its
+	// checksum (arrays with checksums); it wraps EIO. A read returns it,
+	// joined with ErrIO, only when no copy or parity could rebuild the block.
+	ErrChecksum = integrity.ErrMismatch
 	// ErrWouldFail is returned by FailMemberChecked when failing the member
 	// would leave the array with more members missing than its level
 	// tolerates, and force was not given.

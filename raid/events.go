@@ -32,8 +32,17 @@ const (
 	EventScrubFinished   EventKind = "scrub-finished" // with the mismatch count
 	EventScrubStopped    EventKind = "scrub-stopped"  // interrupted; it resumes at the next assembly
 	EventScrubRepaired   EventKind = "scrub-repaired" // one mismatch rewritten
-	EventDegraded        EventKind = "array-degraded"
-	EventFailed          EventKind = "array-failed"
+	// EventChecksumRepaired: blocks of a member failed their checksum and
+	// were rewritten from redundancy (Role and Detail name member and offset).
+	EventChecksumRepaired EventKind = "checksum-repaired"
+	// EventChecksumLost: blocks failed their checksum and no copy or
+	// parity could rebuild them; the read failed with EIO.
+	EventChecksumLost EventKind = "checksum-lost"
+	// EventChecksumPageRebuilt: a page of a member's checksum area failed
+	// its own CRC; its entries are checked against the data, never trusted.
+	EventChecksumPageRebuilt EventKind = "checksum-page-rebuilt"
+	EventDegraded            EventKind = "array-degraded"
+	EventFailed              EventKind = "array-failed"
 )
 
 // Event is one state transition.
@@ -96,9 +105,10 @@ func (a *Array) event(e Event) {
 	e.Array = a.meta.Name
 	level := slog.LevelInfo
 	switch e.Kind {
-	case EventMemberFailed, EventDegraded, EventReplaceFailed, EventRebuildStopped, EventMemberStale, EventReadRepaired, EventScrubRepaired:
+	case EventMemberFailed, EventDegraded, EventReplaceFailed, EventRebuildStopped, EventMemberStale, EventReadRepaired, EventScrubRepaired,
+		EventChecksumRepaired, EventChecksumPageRebuilt:
 		level = slog.LevelWarn
-	case EventFailed:
+	case EventFailed, EventChecksumLost:
 		level = slog.LevelError
 	}
 	a.log.Log(context.Background(), level, string(e.Kind), "role", e.Role, "path", e.Path, "detail", e.Detail)

@@ -59,6 +59,9 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	}
 	a.clientOps.Add(1)
 	if err != nil {
+		if op.csumLost != 0 {
+			a.csumLost(op)
+		}
 		return 0, a.ioError(op, err)
 	}
 	a.stats.clientRead.Add(int64(len(p)))
@@ -66,6 +69,9 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (a *Array) ioError(op *Op, err error) error {
+	if op.csumLost != 0 && op.failed == 0 && !op.v.failed {
+		return errors.Join(ErrIO, op.csumErrors())
+	}
 	if (errors.Is(err, ErrTooManyFailures) || op.failed != 0) && !a.redundant() && !op.v.failed {
 		return errors.Join(ErrIO, op.memberErrors())
 	}

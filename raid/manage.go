@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/raid/superblock"
 )
 
@@ -317,6 +318,9 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 		a.meta.Members = append(a.meta.Members, superblock.MemberInfo{UUID: old.MemberUUID, Role: role, State: superblock.MemberRebuilding})
 	}
 	s := &slot{dev: dev.Member, path: dev.Path, uuid: old.MemberUUID, writeMostly: dev.WriteMostly, events: old.Events}
+	if s.dev, err = a.wrapDev(s.dev); err != nil {
+		return false, "", fmt.Errorf("raid: re-add %s: %w", dev.Path, err)
+	}
 	a.slots[s.uuid] = s
 	a.meta.RebuildRole, a.meta.RebuildCheckpoint = role, 0
 	if err := a.commitLocked(); err != nil {
@@ -453,6 +457,18 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 	if err := superblock.Erase(dev.Member); err != nil {
 		return nil, fmt.Errorf("raid: add %s: %w", dev.Path, err)
 	}
+	wrapped := dev.Member
+	if a.csum != nil {
+		// Checksums of a former life would not match what a rebuild writes
+		// around its holes: start from an area of holes.
+		if err := integrity.Clear(dev.Member, int64(a.meta.ChecksumOffset), int64(a.meta.ChecksumLength)); err != nil {
+			return nil, fmt.Errorf("raid: add %s: clear its checksum area: %w", dev.Path, err)
+		}
+		var err error
+		if wrapped, err = a.wrapDev(dev.Member); err != nil {
+			return nil, fmt.Errorf("raid: add %s: %w", dev.Path, err)
+		}
+	}
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	if staleDev != nil {
@@ -463,7 +479,7 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 		return (drop && mi.UUID == dropEntry) || (compact && mi.State == superblock.MemberFailed && a.slots[mi.UUID] == nil)
 	})
 	u := superblock.NewUUID()
-	s := &slot{dev: dev.Member, path: dev.Path, uuid: u, writeMostly: dev.WriteMostly}
+	s := &slot{dev: wrapped, path: dev.Path, uuid: u, writeMostly: dev.WriteMostly}
 	a.slots[u] = s
 	a.meta.Members = append(a.meta.Members, superblock.MemberInfo{UUID: u, Role: -1, State: superblock.MemberSpare})
 	if err := a.commitLocked(); err != nil {

@@ -138,6 +138,9 @@ type Op struct {
 	readErr    uint64
 	repaired   uint64
 	replFailed uint64 // roles whose replacement device failed
+	// csumLost holds members whose reads failed their checksum and were
+	// not repaired: the member stays in the array, the request fails.
+	csumLost uint64
 
 	batch []ioReq
 	iov   [][]byte // backing store of the ioReq.vec slices
@@ -566,6 +569,8 @@ func (op *Op) fail(m int, err error) {
 
 // settle turns read errors that the Layout did not repair into failures,
 // and returns whether any member failed. Repaired members are logged.
+// A checksum mismatch is never a failure: repaired it is counted and
+// reported (checksum-repaired), unrepaired it is kept in csumLost.
 func (op *Op) settle() bool {
 	if op.readErr != 0 {
 		for m := 0; m < op.geo.Members(); m++ {
@@ -573,11 +578,19 @@ func (op *Op) settle() bool {
 			if op.readErr&bit == 0 || op.failed&bit != 0 {
 				continue
 			}
-			if op.repaired&bit != 0 {
+			me, csum := mismatch(op.errs[m])
+			switch {
+			case op.repaired&bit != 0 && csum:
+				op.a.csumRepaired(m, me)
+			case op.repaired&bit != 0:
 				op.a.event(Event{Kind: EventReadRepaired, Role: m, Detail: op.errs[m].Error()})
-				continue
+			case csum:
+				// The member answered; one of its blocks is wrong. That
+				// fails the request, never the member.
+				op.csumLost |= bit
+			default:
+				op.fail(m, op.errs[m])
 			}
-			op.fail(m, op.errs[m])
 		}
 	}
 	return op.failed != 0
@@ -589,6 +602,17 @@ func (op *Op) Failed(m int) bool { return op.failed&(1<<uint(m)) != 0 }
 // Fail records that member m must be treated as failed (for example, a
 // Layout found it returns data it cannot trust).
 func (op *Op) Fail(m int, err error) { op.fail(m, err) }
+
+// csumErrors joins the checksum mismatches nobody repaired.
+func (op *Op) csumErrors() error {
+	var errs []error
+	for m := 0; m < op.geo.Members(); m++ {
+		if op.csumLost&(1<<uint(m)) != 0 {
+			errs = append(errs, op.errs[m])
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // memberErrors joins the recorded member errors.
 func (op *Op) memberErrors() error {
@@ -617,7 +641,7 @@ func (op *Op) reset() {
 	clear(op.found)
 	op.found = op.found[:0]
 	op.cause = causeOther
-	op.readErr, op.repaired, op.replFailed = 0, 0, 0
+	op.readErr, op.repaired, op.replFailed, op.csumLost = 0, 0, 0, 0
 	op.v = nil
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil

@@ -59,6 +59,12 @@ type Options struct {
 	// step, so rows rebuilt as holes cost nothing. 0 means 16 MiB/s for the
 	// minimum and no limit for the maximum.
 	RebuildMinRate, RebuildMaxRate int64
+	// ChecksumCache bounds the memory holding checksum pages of an array
+	// with checksums, in bytes over all members (split evenly between
+	// them). 0 means DefaultChecksumCache (64 MiB: the checksums of about
+	// 64 GiB of data); requests in flight may exceed it by the pages they
+	// touch.
+	ChecksumCache int64
 	// ProgressInterval is how often rebuild progress is checkpointed in the
 	// superblocks and reported as an event. 0 means 5s.
 	ProgressInterval time.Duration
@@ -81,6 +87,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.IOWorkers < 0 {
 		errs = append(errs, fmt.Errorf("%w: IOWorkers is %d, want >= 0", ErrConfig, o.IOWorkers))
+	}
+	if o.ChecksumCache < 0 {
+		errs = append(errs, fmt.Errorf("%w: ChecksumCache is %d, want >= 0", ErrConfig, o.ChecksumCache))
 	}
 	if o.RebuildMinRate < 0 || o.RebuildMaxRate < 0 {
 		errs = append(errs, fmt.Errorf("%w: rebuild rates must be >= 0 (min %d, max %d)", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))
@@ -108,6 +117,11 @@ type CreateOptions struct {
 	// write-intent bitmap. 0 means 64 MiB; negative disables the bitmap
 	// (then a crash means a full resync).
 	BitmapRegion int64
+	// Checksums keeps a CRC32C of every 4 KiB block of every member's data
+	// region in a checksum area reserved on each member (see checksums.go):
+	// every read is verified, and a block that fails is served and
+	// rewritten from redundancy. It cannot be changed later.
+	Checksums bool
 }
 
 // Validate reports every problem at once.

@@ -33,6 +33,7 @@ func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 		}
 	}
 	a.resyncing.Store(false)
+	a.sealed()
 	a.event(Event{Kind: EventResyncFinished, Role: -1, Detail: fmt.Sprintf("%d rows in %s", done, time.Since(start).Round(time.Millisecond))})
 }
 
@@ -61,6 +62,9 @@ func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
 	err = a.rowStep(row, func(op *Op) error {
 		op.cause, op.noElide = causeResync, true
 		defer func() { moved = op.busiest() }()
+		if err := a.sealRow(op, row); err != nil {
+			return err
+		}
 		return a.layout.Resync(op, row)
 	})
 	return moved, err

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
 )
 
 // Status is a snapshot of an array's state, for `raidd status` and logs.
@@ -34,11 +35,13 @@ type Status struct {
 	LastScrub *ScrubStatus `json:"last_scrub,omitempty"`
 	// LastScrubFinished is when the last scrub finished, as the
 	// superblocks record it (it survives restarts); zero if never.
-	LastScrubFinished time.Time      `json:"last_scrub_finished,omitzero"`
-	Bitmap            *BitmapStatus  `json:"bitmap,omitempty"`
-	Devices           []MemberStatus `json:"members"`
-	Stats             Stats          `json:"stats"`
-	History           []Event        `json:"history,omitempty"` // the most recent, oldest first
+	LastScrubFinished time.Time     `json:"last_scrub_finished,omitzero"`
+	Bitmap            *BitmapStatus `json:"bitmap,omitempty"`
+	// Checksums describes the per-block checksums; nil without them.
+	Checksums *ChecksumStatus `json:"checksums,omitempty"`
+	Devices   []MemberStatus  `json:"members"`
+	Stats     Stats           `json:"stats"`
+	History   []Event         `json:"history,omitempty"` // the most recent, oldest first
 }
 
 // Progress describes a background job over the rows of the array.
@@ -89,6 +92,9 @@ type MemberStatus struct {
 	IOErrors    MemberIOErrors `json:"io_errors"`
 	Repairs     int64          `json:"repairs"`
 	RepairBytes int64          `json:"repair_bytes"`
+	// ChecksumRepairs counts the blocks of this role that failed their
+	// checksum and were rewritten from redundancy since the array started.
+	ChecksumRepairs int64 `json:"checksum_repairs,omitempty"`
 }
 
 // Stats counts the bytes clients asked for and the member bytes that
@@ -181,6 +187,7 @@ func (a *Array) Status() Status {
 	if b := a.bitmap; b != nil {
 		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
 	}
+	st.Checksums = a.checksumStatus()
 	st.History = a.recentEvents()
 	held := map[int]bool{}
 	for _, mi := range meta.Members {
@@ -193,6 +200,9 @@ func (a *Array) Status() Status {
 		}
 		if mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding {
 			held[int(mi.Role)] = true
+			if a.csum != nil && mi.Role >= 0 && int(mi.Role) < stripe.MaxMembers {
+				ms.ChecksumRepairs = a.csum.repaired[mi.Role].Load()
+			}
 		}
 		st.Devices = append(st.Devices, ms)
 	}

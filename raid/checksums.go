@@ -1,0 +1,247 @@
+package raid
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/raidd/raidd/raid/internal/integrity"
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// Per-block checksums (CreateOptions.Checksums). Every member device is
+// wrapped in an integrity.Dev below the levels, so the levels stay unaware:
+// a block that fails its CRC32C is, to them, a member read error like a bad
+// sector. They already reconstruct such reads from redundancy and rewrite
+// them (Op.RepairExtents, the mirror's repair), and the rewrite through the
+// Dev stores a fresh checksum. The engine differs from a read error in one
+// thing only: a mismatch never fails the member (settle). When no copy is
+// correct the request fails with ErrIO and a checksum-lost event names the
+// block.
+
+// DefaultChecksumCache is the default bound of checksum pages kept in
+// memory, in bytes, over all members of an array.
+const DefaultChecksumCache = 64 << 20
+
+// csumState is the engine side of per-block checksums.
+type csumState struct {
+	pages    int                                // cache bound per member, in pages
+	repaired [stripe.MaxMembers]atomic.Int64    // blocks' reads repaired, by role
+	lost     [stripe.MaxMembers]atomic.Int64    // reads that found no correct copy, by role
+	rebuilt  atomic.Int64                       // checksum pages that failed their own CRC
+	devs     atomic.Pointer[[]*integrity.Dev]   // every Dev made, for Status
+	unsealed atomic.Pointer[[][2]int64]         // data ranges resealed on mismatch until the resync ends
+}
+
+// checksumLayout returns where the checksum area of a member whose data
+// region may be up to maxData bytes goes, and the data offset after it.
+func checksumLayout(maxData int64) (areaOff, areaLen, dataOff int64) {
+	areaOff = superblock.HeaderSize
+	areaLen = integrity.AreaSize(maxData)
+	dataOff = (areaOff + areaLen + superblock.Align - 1) / superblock.Align * superblock.Align
+	return areaOff, areaLen, dataOff
+}
+
+// wrapDev returns dev wrapped for checksums when the array has them.
+func (a *Array) wrapDev(dev Member) (Member, error) {
+	if a.csum == nil {
+		return dev, nil
+	}
+	if d, ok := dev.(*integrity.Dev); ok {
+		return d, nil
+	}
+	var d *integrity.Dev
+	d, err := integrity.New(dev, integrity.Config{
+		DataOffset: int64(a.meta.DataOffset), DataSize: int64(a.meta.DataSize),
+		AreaOffset: int64(a.meta.ChecksumOffset), CachePages: a.csum.pages,
+		OnPageRebuilt: func(first, n int64) {
+			a.csum.rebuilt.Add(1)
+			a.event(Event{Kind: EventChecksumPageRebuilt, Role: a.roleOf(d),
+				Detail: fmt.Sprintf("checksum page of data bytes [%d, %d) failed its own CRC; every block it covers is checked against its data, and a block that does not match is reconstructed", first, first+n)})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p := a.csum.unsealed.Load(); p != nil {
+		d.Unseal(*p)
+	}
+	for {
+		old := a.csum.devs.Load()
+		var next []*integrity.Dev
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, d)
+		if a.csum.devs.CompareAndSwap(old, &next) {
+			break
+		}
+	}
+	return d, nil
+}
+
+// rawDev returns the device under a checksum wrapper.
+func rawDev(m Member) Member {
+	if d, ok := m.(*integrity.Dev); ok {
+		return d.Inner()
+	}
+	return m
+}
+
+// roleOf returns the role dev serves in the current View, or -1.
+func (a *Array) roleOf(dev Member) int {
+	v := a.view.Load()
+	if v == nil {
+		return -1
+	}
+	for m, d := range v.devs {
+		if d == dev || v.repl[m] == dev {
+			return m
+		}
+	}
+	return -1
+}
+
+// csumDevs returns the checksum wrappers of the View's devices.
+func csumDevs(v *View) []*integrity.Dev {
+	var out []*integrity.Dev
+	for m := range v.devs {
+		for _, d := range []Member{v.devs[m], v.repl[m]} {
+			if c, ok := d.(*integrity.Dev); ok {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// unsealForResync makes mismatches in the rows about to be resynced
+// resolve by recomputing the checksum: writes in flight at the crash may
+// have reached the data but not the checksum, or the other way round.
+func (a *Array) unsealForResync(plan [][2]int64) {
+	if a.csum == nil {
+		return
+	}
+	chunk := a.geo.Chunk()
+	ranges := make([][2]int64, len(plan))
+	for i, r := range plan {
+		ranges[i] = [2]int64{r[0] * chunk, r[1] * chunk}
+	}
+	a.csum.unsealed.Store(&ranges)
+	if p := a.csum.devs.Load(); p != nil {
+		for _, d := range *p {
+			d.Unseal(ranges)
+		}
+	}
+}
+
+// sealRow recomputes, on every member, the checksums of row's blocks that
+// do not match their data (resync after a crash).
+func (a *Array) sealRow(op *Op, row int64) error {
+	if a.csum == nil {
+		return nil
+	}
+	chunk := a.geo.Chunk()
+	for _, d := range csumDevs(op.v) {
+		if _, err := d.Seal(row*chunk, chunk); err != nil {
+			// The level's resync meets the same read error and handles it.
+			a.log.Warn("resync: cannot reseal a row's checksums", "row", row, "err", err)
+		}
+	}
+	return nil
+}
+
+// sealed ends the resync's unsealed ranges.
+func (a *Array) sealed() {
+	if a.csum == nil {
+		return
+	}
+	a.csum.unsealed.Store(nil)
+	if p := a.csum.devs.Load(); p != nil {
+		for _, d := range *p {
+			d.SealAll()
+		}
+	}
+}
+
+// mismatch returns the checksum mismatch behind err, if that is what it is.
+func mismatch(err error) (*integrity.MismatchError, bool) {
+	var me *integrity.MismatchError
+	return me, errors.As(err, &me)
+}
+
+// csumRepaired counts and reports a checksum mismatch on member m that the
+// level repaired from redundancy.
+func (a *Array) csumRepaired(m int, me *integrity.MismatchError) {
+	a.csum.repaired[m].Add(int64(me.Blocks))
+	a.event(Event{Kind: EventChecksumRepaired, Role: m, Detail: fmt.Sprintf("member %d data offset %d: %d block(s) failed their checksum; rewritten from redundancy", m, me.Offset, me.Blocks)})
+}
+
+// csumLost reports the blocks of a read that no copy could serve
+// correctly.
+func (a *Array) csumLost(op *Op) {
+	for m := 0; m < op.geo.Members(); m++ {
+		if op.csumLost&(1<<uint(m)) == 0 {
+			continue
+		}
+		me, _ := mismatch(op.errs[m])
+		a.csum.lost[m].Add(int64(me.Blocks))
+		a.event(Event{Kind: EventChecksumLost, Role: m, Detail: fmt.Sprintf("member %d data offset %d: %d block(s) failed their checksum and no other copy or parity could rebuild them; the read failed with EIO", m, me.Offset, me.Blocks)})
+	}
+}
+
+// ChecksumStatus describes an array's per-block checksums.
+type ChecksumStatus struct {
+	AreaOffset int64 `json:"area_offset"`
+	AreaLength int64 `json:"area_length"`
+	// Repaired counts blocks that failed their checksum and were rewritten
+	// from redundancy; Lost, blocks no copy could serve (reads failed).
+	Repaired int64 `json:"repaired_blocks"`
+	Lost     int64 `json:"lost_blocks"`
+	// Detected counts mismatches reported by the members, including those
+	// found again after a repair failed; PagesRebuilt, checksum pages that
+	// failed their own CRC; Resealed, blocks whose checksum a resync after
+	// a crash recomputed from their data.
+	Detected     int64 `json:"detected_blocks"`
+	PagesRebuilt int64 `json:"pages_rebuilt"`
+	Resealed     int64 `json:"resealed_blocks"`
+	// CachedBytes is the checksum pages in memory now; CacheLimit its bound.
+	CachedBytes int64 `json:"cached_bytes"`
+	CacheLimit  int64 `json:"cache_limit"`
+}
+
+func (a *Array) checksumStatus() *ChecksumStatus {
+	if a.csum == nil {
+		return nil
+	}
+	cs := &ChecksumStatus{AreaOffset: int64(a.meta.ChecksumOffset), AreaLength: int64(a.meta.ChecksumLength)}
+	for m := range a.csum.repaired {
+		cs.Repaired += a.csum.repaired[m].Load()
+		cs.Lost += a.csum.lost[m].Load()
+	}
+	cs.PagesRebuilt = a.csum.rebuilt.Load()
+	if p := a.csum.devs.Load(); p != nil {
+		for _, d := range *p {
+			s := d.Stats()
+			cs.Detected += s.Mismatches
+			cs.Resealed += s.Resealed
+			cs.CachedBytes += s.CachedPages * integrity.PageSize
+		}
+	}
+	cs.CacheLimit = int64(a.csum.pages) * integrity.PageSize * int64(a.geo.Members())
+	return cs
+}
+
+// ChecksumRepairs returns, by role, the blocks repaired after a checksum
+// mismatch since the array started (nil without checksums).
+func (a *Array) ChecksumRepairs() []int64 {
+	if a.csum == nil {
+		return nil
+	}
+	out := make([]int64, a.geo.Members())
+	for m := range out {
+		out[m] = a.csum.repaired[m].Load()
+	}
+	return out
+}

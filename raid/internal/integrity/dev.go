@@ -1,0 +1,790 @@
+package integrity
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Member is the device a Dev wraps: the same method set as raid.Member.
+type Member interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Discard(off, n int64) error
+	Size() int64
+	io.Closer
+}
+
+type vectorIO interface {
+	ReadvAt(bufs [][]byte, off int64) (int, error)
+	WritevAt(bufs [][]byte, off int64) (int, error)
+}
+
+// Config places the data region and the checksum area on the device.
+// Offsets are absolute device offsets.
+type Config struct {
+	DataOffset int64 // start of the data region
+	DataSize   int64 // bytes of the data region
+	AreaOffset int64 // start of the checksum area; it holds AreaSize(DataSize) bytes
+	// CachePages bounds the checksum pages kept in memory (PageSize bytes
+	// each). 0 means 1024 (4 MiB, the checksums of about 4 GiB of data).
+	// Requests in flight may exceed it by the pages they touch.
+	CachePages int
+	// OnPageRebuilt, if set, is called (with internal locks held: it must
+	// not call back into the Dev) when a checksum page fails its own
+	// checksum: first and n give the data-region bytes it covers.
+	OnPageRebuilt func(first, n int64)
+}
+
+// Stats are a Dev's counters since it was made.
+type Stats struct {
+	Mismatches   int64 // blocks that failed verification and were reported
+	Resealed     int64 // blocks whose checksum was recomputed from their data after a crash
+	PagesRebuilt int64 // checksum pages that failed their own checksum
+	CachedPages  int64 // pages in memory now
+}
+
+// granule is the number of blocks that share one lock; locks is the number
+// of lock stripes.
+const (
+	granule = 16
+	nlocks  = 64
+)
+
+type page struct {
+	idx        int64
+	buf        []byte
+	dirty      bool
+	writing    int // flushes in progress that hold a copy of this page
+	prev, next *page
+}
+
+// Dev wraps a member device: every data-region read is verified against
+// the stored checksums, every write and discard updates them. Offsets
+// outside the data region pass through untouched (superblock, bitmap).
+// See the package documentation for the rules.
+type Dev struct {
+	inner            Member
+	vec              vectorIO // nil if inner reads one buffer at a time
+	dataOff, dataEnd int64
+	areaOff          int64
+	npages           int64
+	maxPages         int
+	onPage           func(first, n int64)
+
+	locks [nlocks]sync.Mutex // by granule: writes, discards and re-verification
+
+	flushMu sync.Mutex // orders page write-backs (taken before mu)
+	mu      sync.Mutex // guards pages, lru, nDirty and page contents
+	pages   map[int64]*page
+	lru     page // sentinel: lru.next is the most recently used
+	nDirty  int
+
+	unsealed atomic.Pointer[[][2]int64] // data ranges whose mismatches are resealed (after a crash)
+
+	mismatches, resealed, rebuilt atomic.Int64
+
+	bufPool sync.Pool // *[]byte of entries scratch
+}
+
+// New wraps inner. It fails with ErrConfig if the areas do not fit inner
+// or overlap.
+func New(inner Member, c Config) (*Dev, error) {
+	area := AreaSize(c.DataSize)
+	switch {
+	case c.DataOffset < 0 || c.DataSize <= 0 || c.AreaOffset < 0:
+		return nil, fmt.Errorf("%w: negative offsets or empty data region", ErrConfig)
+	case c.AreaOffset+area > c.DataOffset && c.AreaOffset < c.DataOffset+c.DataSize:
+		return nil, fmt.Errorf("%w: checksum area [%d, %d) overlaps the data region at %d", ErrConfig, c.AreaOffset, c.AreaOffset+area, c.DataOffset)
+	case c.DataOffset+c.DataSize > inner.Size() || c.AreaOffset+area > inner.Size():
+		return nil, fmt.Errorf("%w: device of %d bytes is too small for data [%d, %d) and checksums at %d", ErrConfig, inner.Size(), c.DataOffset, c.DataOffset+c.DataSize, c.AreaOffset)
+	}
+	if c.CachePages <= 0 {
+		c.CachePages = 1024
+	}
+	d := &Dev{
+		inner: inner, dataOff: c.DataOffset, dataEnd: c.DataOffset + c.DataSize,
+		areaOff: c.AreaOffset, npages: area / PageSize, maxPages: c.CachePages,
+		onPage: c.OnPageRebuilt, pages: map[int64]*page{},
+	}
+	d.lru.next, d.lru.prev = &d.lru, &d.lru
+	d.vec, _ = inner.(vectorIO)
+	return d, nil
+}
+
+// Inner returns the wrapped device.
+func (d *Dev) Inner() Member { return d.inner }
+
+// Size returns the wrapped device's size.
+func (d *Dev) Size() int64 { return d.inner.Size() }
+
+// CanDiscard forwards the wrapped device's answer (false if it has none).
+func (d *Dev) CanDiscard() bool {
+	z, ok := d.inner.(interface{ CanDiscard() bool })
+	return ok && z.CanDiscard()
+}
+
+// HasData forwards the wrapped device's hole probe; without one it answers
+// true (the range may hold data).
+func (d *Dev) HasData(off, n int64) bool {
+	p, ok := d.inner.(interface{ HasData(off, n int64) bool })
+	return !ok || p.HasData(off, n)
+}
+
+// Stats returns the counters.
+func (d *Dev) Stats() Stats {
+	d.mu.Lock()
+	n := len(d.pages)
+	d.mu.Unlock()
+	return Stats{Mismatches: d.mismatches.Load(), Resealed: d.resealed.Load(), PagesRebuilt: d.rebuilt.Load(), CachedPages: int64(n)}
+}
+
+// Unseal records data-region ranges [from, to) in which blocks may disagree
+// with their checksums because writes were in flight at a crash: there a
+// mismatch is resolved by recomputing the checksum from the data (which is
+// what was written, or what was there before), not reported. Seal and
+// SealAll end it.
+func (d *Dev) Unseal(ranges [][2]int64) {
+	r := slices.Clone(ranges)
+	d.unsealed.Store(&r)
+}
+
+// SealAll ends every Unseal range (the resync has sealed them).
+func (d *Dev) SealAll() { d.unsealed.Store(nil) }
+
+func (d *Dev) isUnsealed(rel int64) bool {
+	p := d.unsealed.Load()
+	if p == nil {
+		return false
+	}
+	for _, r := range *p {
+		if rel >= r[0] && rel < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// blockLen returns the length of block b (the last may be short).
+func (d *Dev) blockLen(b int64) int64 {
+	return min(BlockSize, d.dataEnd-d.dataOff-b*BlockSize)
+}
+
+// split calls inData for the part of [off, off+n) inside the data region
+// and outside for the rest, in order.
+func (d *Dev) split(off, n int64, inData, outside func(o, k int64) error) error {
+	for n > 0 {
+		var k int64
+		var err error
+		switch {
+		case off < d.dataOff:
+			k = min(n, d.dataOff-off)
+			err = outside(off, k)
+		case off < d.dataEnd:
+			k = min(n, d.dataEnd-off)
+			err = inData(off, k)
+		default:
+			k = n
+			err = outside(off, k)
+		}
+		if err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+func (d *Dev) inData(off, n int64) bool { return off >= d.dataOff && off+n <= d.dataEnd }
+
+// lockRange takes the granule locks of blocks [b0, b1] in ascending order
+// and returns the mask to unlock.
+func (d *Dev) lockRange(b0, b1 int64) uint64 {
+	var mask uint64
+	if b1-b0+1 >= granule*nlocks {
+		mask = ^uint64(0)
+	} else {
+		for g := b0 / granule; g <= b1/granule; g++ {
+			mask |= 1 << uint(g%nlocks)
+		}
+	}
+	for i := 0; i < nlocks; i++ {
+		if mask&(1<<uint(i)) != 0 {
+			d.locks[i].Lock()
+		}
+	}
+	return mask
+}
+
+func (d *Dev) unlock(mask uint64) {
+	for i := 0; i < nlocks; i++ {
+		if mask&(1<<uint(i)) != 0 {
+			d.locks[i].Unlock()
+		}
+	}
+}
+
+// ReadAt reads from the wrapped device and verifies every data block the
+// read touches (a read that covers part of a block reads and verifies the
+// whole block). A block that fails verification makes the read fail with a
+// *MismatchError; p's contents are then undefined.
+func (d *Dev) ReadAt(p []byte, off int64) (int, error) {
+	if !d.inData(off, int64(len(p))) {
+		err := d.split(off, int64(len(p)), func(o, k int64) error {
+			_, err := d.ReadAt(p[o-off:o-off+k], o)
+			return err
+		}, func(o, k int64) error {
+			_, err := d.inner.ReadAt(p[o-off:o-off+k], o)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	rel := off - d.dataOff
+	a0 := rel &^ (BlockSize - 1)
+	a1 := min((rel+int64(len(p))+BlockSize-1)&^(BlockSize-1), d.dataEnd-d.dataOff)
+	if a0 == rel && a1 == rel+int64(len(p)) {
+		if _, err := d.inner.ReadAt(p, off); err != nil {
+			return 0, err
+		}
+		if err := d.verify(p, a0); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	buf := make([]byte, a1-a0)
+	if _, err := d.inner.ReadAt(buf, d.dataOff+a0); err != nil {
+		return 0, err
+	}
+	if err := d.verify(buf, a0); err != nil {
+		return 0, err
+	}
+	copy(p, buf[rel-a0:])
+	return len(p), nil
+}
+
+// ReadvAt reads consecutive buffers starting at off and verifies them.
+func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	total := int64(0)
+	aligned := off >= d.dataOff && (off-d.dataOff)%BlockSize == 0
+	for _, b := range bufs {
+		total += int64(len(b))
+		if int64(len(b))%BlockSize != 0 {
+			aligned = false
+		}
+	}
+	if d.vec == nil || !aligned || !d.inData(off, total) {
+		o := off
+		for _, b := range bufs {
+			if _, err := d.ReadAt(b, o); err != nil {
+				return int(o - off), err
+			}
+			o += int64(len(b))
+		}
+		return int(total), nil
+	}
+	if _, err := d.vec.ReadvAt(bufs, off); err != nil {
+		return 0, err
+	}
+	var errs []error
+	rel := off - d.dataOff
+	for _, b := range bufs {
+		if err := d.verify(b, rel); err != nil {
+			errs = append(errs, err)
+		}
+		rel += int64(len(b))
+	}
+	if len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return int(total), nil
+}
+
+// entries returns the stored checksums of blocks [b0, b0+n) in a pooled
+// slice; put it back with putEntries.
+func (d *Dev) entries(b0, n int64) (*[]uint32, error) {
+	ep, _ := d.bufPool.Get().(*[]uint32)
+	if ep == nil {
+		ep = new([]uint32)
+	}
+	if int64(cap(*ep)) < n {
+		*ep = make([]uint32, n)
+	}
+	*ep = (*ep)[:n]
+	d.mu.Lock()
+	err := d.forEntries(b0, n, func(pg *page, i int, k int64) {
+		(*ep)[k] = Entry(pg.buf, i)
+	})
+	flush := d.evictLocked()
+	d.mu.Unlock()
+	if flush {
+		d.flushDirty()
+	}
+	if err != nil {
+		d.bufPool.Put(ep)
+		return nil, err
+	}
+	return ep, nil
+}
+
+func (d *Dev) putEntries(ep *[]uint32) { d.bufPool.Put(ep) }
+
+// forEntries calls fn for every entry of blocks [b0, b0+n): the page, the
+// index in it and k, the block's index from b0. Callers hold mu.
+func (d *Dev) forEntries(b0, n int64, fn func(pg *page, i int, k int64)) error {
+	for k := int64(0); k < n; {
+		b := b0 + k
+		pg, err := d.pageLocked(b / PerPage)
+		if err != nil {
+			return err
+		}
+		i := int(b % PerPage)
+		for ; i < PerPage && k < n; i, k = i+1, k+1 {
+			fn(pg, i, k)
+		}
+	}
+	return nil
+}
+
+// pageLocked returns page idx, loading it if needed, as the most recently
+// used. Callers hold mu.
+func (d *Dev) pageLocked(idx int64) (*page, error) {
+	if pg := d.pages[idx]; pg != nil {
+		if d.lru.next != pg {
+			pg.prev.next, pg.next.prev = pg.next, pg.prev
+			pg.next, pg.prev = d.lru.next, &d.lru
+			d.lru.next.prev = pg
+			d.lru.next = pg
+		}
+		return pg, nil
+	}
+	pg := &page{idx: idx, buf: make([]byte, PageSize)}
+	if _, err := d.inner.ReadAt(pg.buf, d.areaOff+idx*PageSize); err != nil {
+		return nil, fmt.Errorf("integrity: read checksum page %d: %w", idx, err)
+	}
+	if !PageValid(idx, pg.buf) {
+		// Never trusted as a whole: every entry is still compared with its
+		// block before the block is returned, so a damaged entry shows as a
+		// mismatch that is repaired from redundancy. The page gets a fresh
+		// self-checksum when it is next written back.
+		d.rebuilt.Add(1)
+		pg.dirty = true
+		d.nDirty++
+		if d.onPage != nil {
+			first := idx * PerPage * BlockSize
+			d.onPage(first, min(PerPage*BlockSize, d.dataEnd-d.dataOff-first))
+		}
+	}
+	d.pages[idx] = pg
+	pg.next, pg.prev = d.lru.next, &d.lru
+	d.lru.next.prev = pg
+	d.lru.next = pg
+	return pg, nil
+}
+
+// evictLocked drops clean pages from the least recently used end while
+// the cache is over its bound. It returns true when dirty pages keep it
+// over the bound (the caller then flushes them, without mu).
+func (d *Dev) evictLocked() bool {
+	for pg := d.lru.prev; len(d.pages) > d.maxPages && pg != &d.lru; {
+		prev := pg.prev
+		if !pg.dirty && pg.writing == 0 {
+			pg.prev.next, pg.next.prev = pg.next, pg.prev
+			delete(d.pages, pg.idx)
+		}
+		pg = prev
+	}
+	return len(d.pages) > d.maxPages && d.nDirty > 0
+}
+
+// flushDirty writes every dirty page back (not synced).
+func (d *Dev) flushDirty() error {
+	d.flushMu.Lock()
+	defer d.flushMu.Unlock()
+	d.mu.Lock()
+	if d.nDirty == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	type wb struct {
+		pg  *page
+		buf []byte
+	}
+	var out []wb
+	for pg := d.lru.next; pg != &d.lru; pg = pg.next {
+		if pg.dirty {
+			SealPage(pg.idx, pg.buf)
+			out = append(out, wb{pg, slices.Clone(pg.buf)})
+			pg.dirty = false
+			pg.writing++
+		}
+	}
+	d.nDirty = 0
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b wb) int { return int(a.pg.idx - b.pg.idx) })
+	var errs []error
+	for _, w := range out {
+		if _, err := d.inner.WriteAt(w.buf, d.areaOff+w.pg.idx*PageSize); err != nil {
+			errs = append(errs, fmt.Errorf("integrity: write checksum page %d: %w", w.pg.idx, err))
+		}
+	}
+	d.mu.Lock()
+	for _, w := range out {
+		w.pg.writing--
+	}
+	if len(errs) > 0 {
+		for _, w := range out { // written or not, they are not known to be on disk
+			if !w.pg.dirty {
+				w.pg.dirty = true
+				d.nDirty++
+			}
+		}
+	}
+	d.evictLocked()
+	d.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// verify checks the blocks of buf, which holds data-region bytes from a0
+// (block-aligned) on. A mismatch is checked again under the granule locks
+// (a write may have been in flight): the block is read again into buf and
+// compared with its entry as it is now.
+func (d *Dev) verify(buf []byte, a0 int64) error {
+	b0 := a0 / BlockSize
+	n := (int64(len(buf)) + BlockSize - 1) / BlockSize
+	ep, err := d.entries(b0, n)
+	if err != nil {
+		return err
+	}
+	var bad []int64
+	for k := int64(0); k < n; k++ {
+		blk := buf[k*BlockSize : min(int64(len(buf)), (k+1)*BlockSize)]
+		if !Matches(blk, (*ep)[k]) {
+			bad = append(bad, k)
+		}
+	}
+	d.putEntries(ep)
+	if len(bad) == 0 {
+		return nil
+	}
+	var me *MismatchError
+	for _, k := range bad {
+		b := b0 + k
+		blk := buf[k*BlockSize : min(int64(len(buf)), (k+1)*BlockSize)]
+		mask := d.lockRange(b, b)
+		ok, err := d.recheck(b, blk)
+		d.unlock(mask)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		d.mismatches.Add(1)
+		off := b * BlockSize
+		if me == nil {
+			me = &MismatchError{Offset: off}
+		}
+		me.Len = off + int64(len(blk)) - me.Offset
+		me.Blocks++
+	}
+	if me != nil {
+		return me
+	}
+	return nil
+}
+
+// recheck reads block b into blk again and compares it with its entry;
+// in an unsealed range a mismatch is resealed. Callers hold b's granule lock.
+func (d *Dev) recheck(b int64, blk []byte) (bool, error) {
+	if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
+		return false, err
+	}
+	var e uint32
+	d.mu.Lock()
+	err := d.forEntries(b, 1, func(pg *page, i int, _ int64) { e = Entry(pg.buf, i) })
+	d.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if Matches(blk, e) {
+		return true, nil
+	}
+	if !d.isUnsealed(b * BlockSize) {
+		return false, nil
+	}
+	d.resealed.Add(1)
+	return true, d.store(b, []uint32{Sum(blk)})
+}
+
+// store sets the entries of blocks [b0, b0+len(es)).
+func (d *Dev) store(b0 int64, es []uint32) error {
+	d.mu.Lock()
+	err := d.forEntries(b0, int64(len(es)), func(pg *page, i int, k int64) {
+		if Entry(pg.buf, i) == es[k] {
+			return
+		}
+		setEntry(pg.buf, i, es[k])
+		if !pg.dirty {
+			pg.dirty = true
+			d.nDirty++
+		}
+	})
+	flush := d.evictLocked() || d.nDirty > d.maxPages/2
+	d.mu.Unlock()
+	if flush {
+		if ferr := d.flushDirty(); err == nil {
+			err = ferr
+		}
+	}
+	return err
+}
+
+// edge computes the new entry of block b when [lo, hi) of it (block
+// offsets) changes to src (nil: zeroes). It reads the old block; if that
+// block does not match its entry the old entry is kept, so the damage in
+// the bytes not rewritten stays detectable. Callers hold b's granule lock.
+func (d *Dev) edge(b int64, lo, hi int64, src []byte) (uint32, error) {
+	blk := make([]byte, d.blockLen(b))
+	if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
+		return 0, err
+	}
+	var old uint32
+	d.mu.Lock()
+	err := d.forEntries(b, 1, func(pg *page, i int, _ int64) { old = Entry(pg.buf, i) })
+	d.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if !Matches(blk, old) {
+		if d.isUnsealed(b * BlockSize) {
+			d.resealed.Add(1)
+		} else {
+			return old, nil
+		}
+	}
+	if src == nil {
+		clear(blk[lo:hi])
+	} else {
+		copy(blk[lo:hi], src)
+	}
+	return Sum(blk), nil
+}
+
+// sums computes the entries for writing p at data-region offset rel:
+// whole blocks from p, partial blocks by reading them (edge).
+func (d *Dev) sums(p []byte, rel, n int64) ([]uint32, int64, error) {
+	b0, b1 := rel/BlockSize, (rel+n-1)/BlockSize
+	es := make([]uint32, b1-b0+1)
+	for b := b0; b <= b1; b++ {
+		bs, be := b*BlockSize, b*BlockSize+d.blockLen(b)
+		lo, hi := max(bs, rel), min(be, rel+n)
+		if lo == bs && hi == be {
+			if p == nil {
+				es[b-b0] = 0
+			} else {
+				es[b-b0] = Sum(p[bs-rel : be-rel])
+			}
+			continue
+		}
+		var src []byte
+		if p != nil {
+			src = p[lo-rel : hi-rel]
+		}
+		e, err := d.edge(b, lo-bs, hi-bs, src)
+		if err != nil {
+			return nil, 0, err
+		}
+		es[b-b0] = e
+	}
+	return es, b0, nil
+}
+
+// WriteAt writes p and stores the checksums of the blocks it touches. A
+// write that covers part of a block reads the rest of the block first.
+func (d *Dev) WriteAt(p []byte, off int64) (int, error) {
+	if !d.inData(off, int64(len(p))) {
+		err := d.split(off, int64(len(p)), func(o, k int64) error {
+			_, err := d.WriteAt(p[o-off:o-off+k], o)
+			return err
+		}, func(o, k int64) error {
+			_, err := d.inner.WriteAt(p[o-off:o-off+k], o)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	rel := off - d.dataOff
+	n := int64(len(p))
+	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
+	defer d.unlock(mask)
+	es, b0, err := d.sums(p, rel, n)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := d.inner.WriteAt(p, off); err != nil {
+		return 0, err
+	}
+	if err := d.store(b0, es); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WritevAt writes consecutive buffers starting at off.
+func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
+	total := int64(0)
+	aligned := off >= d.dataOff && (off-d.dataOff)%BlockSize == 0
+	for _, b := range bufs {
+		total += int64(len(b))
+		if int64(len(b))%BlockSize != 0 {
+			aligned = false
+		}
+	}
+	if d.vec == nil || !aligned || !d.inData(off, total) || total == 0 {
+		o := off
+		for _, b := range bufs {
+			if _, err := d.WriteAt(b, o); err != nil {
+				return int(o - off), err
+			}
+			o += int64(len(b))
+		}
+		return int(total), nil
+	}
+	rel := off - d.dataOff
+	b0 := rel / BlockSize
+	es := make([]uint32, 0, total/BlockSize+1)
+	for _, b := range bufs {
+		for i := 0; i < len(b); i += BlockSize {
+			es = append(es, Sum(b[i:min(len(b), i+BlockSize)]))
+		}
+	}
+	mask := d.lockRange(b0, (rel+total-1)/BlockSize)
+	defer d.unlock(mask)
+	if _, err := d.vec.WritevAt(bufs, off); err != nil {
+		return 0, err
+	}
+	if err := d.store(b0, es); err != nil {
+		return 0, err
+	}
+	return int(total), nil
+}
+
+// Discard discards [off, off+n) on the wrapped device; whole blocks become
+// holes (entry 0), partial blocks get the checksum of what they now hold.
+// If the device cannot discard (errors.ErrUnsupported) nothing changes and
+// the caller writes zeroes instead.
+func (d *Dev) Discard(off, n int64) error {
+	if !d.inData(off, n) {
+		return d.split(off, n, d.Discard, d.inner.Discard)
+	}
+	if n == 0 {
+		return nil
+	}
+	rel := off - d.dataOff
+	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
+	defer d.unlock(mask)
+	es, b0, err := d.sums(nil, rel, n)
+	if err != nil {
+		return err
+	}
+	if err := d.inner.Discard(off, n); err != nil {
+		return err
+	}
+	return d.store(b0, es)
+}
+
+// Sync writes the dirty checksum pages back and then syncs the wrapped
+// device, so that every checksum of a write that returned before Sync is
+// as durable as the write.
+func (d *Dev) Sync() error {
+	if err := d.flushDirty(); err != nil {
+		return err
+	}
+	return d.inner.Sync()
+}
+
+// Seal reads data-region bytes [rel, rel+n) and recomputes the checksum of
+// every block there that does not match its entry (resync after a crash:
+// the data is what was written or what was there before, and either is
+// correct). It returns how many blocks it resealed.
+func (d *Dev) Seal(rel, n int64) (int, error) {
+	end := min(rel+n, d.dataEnd-d.dataOff)
+	rel &^= BlockSize - 1
+	sealed := 0
+	const step = 64 * BlockSize
+	buf := make([]byte, step)
+	for o := rel; o < end; o += step {
+		k := min(step, end-o)
+		b0, nb := o/BlockSize, (k+BlockSize-1)/BlockSize
+		mask := d.lockRange(b0, b0+nb-1)
+		err := func() error {
+			if _, err := d.inner.ReadAt(buf[:k], d.dataOff+o); err != nil {
+				return err
+			}
+			ep, err := d.entries(b0, nb)
+			if err != nil {
+				return err
+			}
+			defer d.putEntries(ep)
+			for j := int64(0); j < nb; j++ {
+				blk := buf[j*BlockSize : min(k, (j+1)*BlockSize)]
+				if !Matches(blk, (*ep)[j]) {
+					if err := d.store(b0+j, []uint32{Sum(blk)}); err != nil {
+						return err
+					}
+					sealed++
+					d.resealed.Add(1)
+				}
+			}
+			return nil
+		}()
+		d.unlock(mask)
+		if err != nil {
+			return sealed, err
+		}
+	}
+	return sealed, nil
+}
+
+// Close writes dirty pages back, syncs if it did, and closes the wrapped
+// device.
+func (d *Dev) Close() error {
+	d.mu.Lock()
+	dirty := d.nDirty > 0
+	d.mu.Unlock()
+	var err error
+	if dirty {
+		err = d.flushDirty()
+		if err == nil {
+			err = d.inner.Sync()
+		}
+	}
+	return errors.Join(err, d.inner.Close())
+}
+
+// Clear zeroes the checksum area [off, off+n) of m, so that every block
+// reads as a hole (create, and a spare before its first rebuild).
+func Clear(m Member, off, n int64) error {
+	err := m.Discard(off, n)
+	if errors.Is(err, errors.ErrUnsupported) {
+		err = nil
+		z := make([]byte, min(n, 1<<20))
+		for o := int64(0); o < n && err == nil; o += int64(len(z)) {
+			_, err = m.WriteAt(z[:min(int64(len(z)), n-o)], off+o)
+		}
+	}
+	return err
+}

@@ -57,7 +57,7 @@ type Array struct {
 	inlineAbove      int64  // above this many ops in progress, Op.Run does member I/O inline
 	zero             []byte // a chunk of zeroes, never written
 	bitmap           *bitmap
-	csum             *csumState // per-block checksums; nil without them
+	csum             *csumState  // per-block checksums; nil without them
 	reqs             chan *ioReq // member I/O for the workers; closed by Close
 	ctx              context.Context
 	cancel           context.CancelFunc // cancels ctx: Close, the parent of background jobs

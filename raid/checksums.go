@@ -26,12 +26,12 @@ const DefaultChecksumCache = 64 << 20
 
 // csumState is the engine side of per-block checksums.
 type csumState struct {
-	pages    int                                // cache bound per member, in pages
-	repaired [stripe.MaxMembers]atomic.Int64    // blocks' reads repaired, by role
-	lost     [stripe.MaxMembers]atomic.Int64    // reads that found no correct copy, by role
-	rebuilt  atomic.Int64                       // checksum pages that failed their own CRC
-	devs     atomic.Pointer[[]*integrity.Dev]   // every Dev made, for Status
-	unsealed atomic.Pointer[[][2]int64]         // data ranges resealed on mismatch until the resync ends
+	pages    int                              // cache bound per member, in pages
+	repaired [stripe.MaxMembers]atomic.Int64  // blocks' reads repaired, by role
+	lost     [stripe.MaxMembers]atomic.Int64  // reads that found no correct copy, by role
+	rebuilt  atomic.Int64                     // checksum pages that failed their own CRC
+	devs     atomic.Pointer[[]*integrity.Dev] // every Dev made, for Status
+	unsealed atomic.Pointer[[][2]int64]       // data ranges resealed on mismatch until the resync ends
 }
 
 // checksumLayout returns where the checksum area of a member whose data

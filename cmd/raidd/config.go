@@ -134,6 +134,9 @@ type ArrayConfig struct {
 	// ScrubRepair makes scheduled scrubs repair what they find.
 	ScrubInterval time.Duration `mapstructure:"scrub_interval"`
 	ScrubRepair   bool          `mapstructure:"scrub_repair"`
+	// ChecksumCache bounds the memory for checksum pages of an array
+	// created with --checksums (raid.Options.ChecksumCache); 0 means 64MiB.
+	ChecksumCache byteSize `mapstructure:"checksum_cache"`
 }
 
 // MemberConfig is one member device. In YAML it is either a plain path or a
@@ -428,6 +431,9 @@ func (c *Config) Validate() error {
 		}
 		if a.ScrubInterval < 0 {
 			bad("%s: scrub_interval: %v is negative (0 disables the schedule)", where, a.ScrubInterval)
+		}
+		if a.ChecksumCache < 0 {
+			bad("%s: checksum_cache: %d is negative", where, a.ChecksumCache)
 		}
 		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))

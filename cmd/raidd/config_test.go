@@ -52,6 +52,7 @@ arrays:
     io_workers: 32
     rebuild_min_rate: 8MiB
     rebuild_max_rate: 100MiB/s
+    checksum_cache: 16MiB
   - name: scratch
     members: [/var/lib/raidd/a.img, /var/lib/raidd/b.img]
 `
@@ -75,7 +76,7 @@ func TestLoadConfigFull(t *testing.T) {
 				Name: "data", Export: "vol0", Description: "main volume",
 				Members:  []MemberConfig{{Path: "/dev/sdb"}, {Path: "/dev/sdc", WriteMostly: true}},
 				ReadOnly: true, Direct: true, CleanDelay: 5 * time.Second, KeepZeroes: true, IOWorkers: 32,
-				RebuildMinRate: 8 << 20, RebuildMaxRate: 100 << 20,
+				RebuildMinRate: 8 << 20, RebuildMaxRate: 100 << 20, ChecksumCache: 16 << 20,
 			},
 			{Name: "scratch", Members: []MemberConfig{{Path: "/var/lib/raidd/a.img"}, {Path: "/var/lib/raidd/b.img"}}},
 		},

@@ -34,6 +34,13 @@ The write-intent bitmap records which regions may have unfinished writes,
 so that after a crash only those are resynced; --bitmap-region sets how
 much of each member one bit covers (default 64MiB), and none disables it.
 
+With --checksums every 4KiB block of every member's data region has a
+CRC32C in a checksum area reserved on each member (4 bytes per block, plus
+4 per 4KiB checksum page). Every read is verified; a block that fails is
+served from the other copy or parity and rewritten, and counted in
+'raidd status'. On RAID0 such a read fails with EIO. It is chosen here and
+cannot be changed later.
+
 Afterwards, add the array to the configuration of 'raidd serve'; create
 prints a snippet to paste.`,
 		Example: `  raidd create --name data --level 5 --chunk 64KiB /dev/sdb /dev/sdc /dev/sdd
@@ -49,6 +56,7 @@ prints a snippet to paste.`,
 	force := fs.Bool("force", false, "overwrite members that already carry a raidd superblock, and take over members whose holder cannot be proven dead")
 	spares := fs.StringArray("spare", nil, "spare member `path` (repeatable)")
 	bitmap := fs.String("bitmap-region", "", "write-intent bitmap `size` covered by one bit, or none (default 64MiB)")
+	checksums := fs.Bool("checksums", false, "keep a CRC32C of every 4KiB block: reads are verified and bad blocks rewritten from redundancy (RAID0: the read fails)")
 	keys := logFlags(fs)
 
 	cmd.RunE = func(cmd *cobra.Command, paths []string) error {
@@ -60,7 +68,7 @@ prints a snippet to paste.`,
 		if err != nil {
 			return err
 		}
-		co := raid.CreateOptions{Name: *name, Force: *force}
+		co := raid.CreateOptions{Name: *name, Force: *force, Checksums: *checksums}
 		var errs []error
 		if *name == "" {
 			errs = append(errs, errors.New("--name is required"))

@@ -17,27 +17,34 @@ import (
 
 // examined is the JSON form of one member's superblock.
 type examined struct {
-	Path              string          `json:"path"`
-	Error             string          `json:"error,omitempty"`
-	ArrayUUID         string          `json:"array_uuid,omitempty"`
-	Name              string          `json:"name,omitempty"`
-	Level             string          `json:"level,omitempty"`
-	Chunk             uint64          `json:"chunk,omitempty"`
-	RaidMembers       uint32          `json:"raid_members,omitempty"`
-	Role              int32           `json:"role"`
-	MemberUUID        string          `json:"member_uuid,omitempty"`
-	DataOffset        uint64          `json:"data_offset,omitempty"`
-	DataSize          uint64          `json:"data_size,omitempty"`
-	Events            uint64          `json:"events"`
-	State             string          `json:"state,omitempty"`
-	RebuildRole       int32           `json:"rebuild_role"`
-	RebuildCheckpoint uint64          `json:"rebuild_checkpoint"`
-	Created           time.Time       `json:"created"`
-	Updated           time.Time       `json:"updated"`
-	Members           []examinedEntry `json:"members,omitempty"`
+	Path        string `json:"path"`
+	Error       string `json:"error,omitempty"`
+	ArrayUUID   string `json:"array_uuid,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Level       string `json:"level,omitempty"`
+	Chunk       uint64 `json:"chunk,omitempty"`
+	RaidMembers uint32 `json:"raid_members,omitempty"`
+	Role        int32  `json:"role"`
+	MemberUUID  string `json:"member_uuid,omitempty"`
+	DataOffset  uint64 `json:"data_offset,omitempty"`
+	DataSize    uint64 `json:"data_size,omitempty"`
+	// Checksums is the per-block checksum area, when the array has one.
+	Checksums         *examinedChecksums `json:"checksums,omitempty"`
+	Events            uint64             `json:"events"`
+	State             string             `json:"state,omitempty"`
+	RebuildRole       int32              `json:"rebuild_role"`
+	RebuildCheckpoint uint64             `json:"rebuild_checkpoint"`
+	Created           time.Time          `json:"created"`
+	Updated           time.Time          `json:"updated"`
+	Members           []examinedEntry    `json:"members,omitempty"`
 	// InUse is the holder its in-use block names, if any: a raidd that has
 	// the member open for writing (or had, if it died without letting go).
 	InUse *examinedHolder `json:"in_use,omitempty"`
+}
+
+type examinedChecksums struct {
+	Offset uint64 `json:"offset"`
+	Length uint64 `json:"length"`
 }
 
 type examinedHolder struct {
@@ -120,6 +127,9 @@ func examine(path string) (examined, error) {
 		RebuildRole: m.RebuildRole, RebuildCheckpoint: m.RebuildCheckpoint,
 		Created: time.Unix(0, m.CreateTime).UTC(), Updated: time.Unix(0, m.UpdateTime).UTC(),
 	}
+	if m.Checksums {
+		e.Checksums = &examinedChecksums{Offset: m.ChecksumOffset, Length: m.ChecksumLength}
+	}
 	for _, mi := range m.Members {
 		e.Members = append(e.Members, examinedEntry{UUID: superblock.FormatUUID(mi.UUID), Role: mi.Role, State: mi.State.String()})
 	}
@@ -144,6 +154,11 @@ func printExamined(w io.Writer, e *examined) {
 	row("level", "%s, %d members, chunk %s", e.Level, e.RaidMembers, formatSize(int64(e.Chunk)))
 	row("this member", "role %d, uuid %s", e.Role, e.MemberUUID)
 	row("data region", "offset %d, size %s (%d bytes)", e.DataOffset, formatSize(int64(e.DataSize)), e.DataSize)
+	if c := e.Checksums; c != nil {
+		row("checksums", "CRC32C per 4KiB block, area at offset %d, %s", c.Offset, formatSize(int64(c.Length)))
+	} else {
+		row("checksums", "none")
+	}
 	row("state", "%s, events %d", e.State, e.Events)
 	if e.RebuildRole >= 0 {
 		row("rebuild", "role %d up to data offset %d", e.RebuildRole, e.RebuildCheckpoint)

@@ -649,6 +649,7 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		RebuildMaxRate: int64(ac.RebuildMaxRate),
 		ScrubInterval:  ac.ScrubInterval,
 		ScrubRepair:    ac.ScrubRepair,
+		ChecksumCache:  int64(ac.ChecksumCache),
 		OnEvent:        onEvent,
 		ForceAssemble:  forceAssemble,
 	})

@@ -300,6 +300,10 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 		} else {
 			fmt.Fprintln(w, "  bitmap: none (a crash means a full resync)")
 		}
+		if c := a.Checksums; c != nil {
+			fmt.Fprintf(w, "  checksums: CRC32C per 4KiB block; %d repaired, %d lost, %d checksum pages rebuilt, %d resealed after a crash; cache %s of %s\n",
+				c.Repaired, c.Lost, c.PagesRebuilt, c.Resealed, formatSize(c.CachedBytes), formatSize(c.CacheLimit))
+		}
 		s := a.Stats
 		fmt.Fprintf(w, "  I/O: read %s, written %s, zeroed %s; members written %s, zero blocks punched %s (write amplification %.2f)\n",
 			formatSize(s.ClientBytesRead), formatSize(s.ClientBytesWritten), formatSize(s.ClientBytesZeroed),

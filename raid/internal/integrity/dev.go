@@ -213,12 +213,25 @@ func (d *Dev) lockRange(b0, b1 int64) uint64 {
 			mask |= 1 << uint(g%nlocks)
 		}
 	}
+	d.lockMask(mask)
+	return mask
+}
+
+// lockEdges takes the granule locks of blocks b0 and b1 only (the partial
+// blocks at the ends of an unaligned read, whose other bytes a concurrent
+// write may be changing).
+func (d *Dev) lockEdges(b0, b1 int64) uint64 {
+	mask := uint64(1)<<uint((b0/granule)%nlocks) | uint64(1)<<uint((b1/granule)%nlocks)
+	d.lockMask(mask)
+	return mask
+}
+
+func (d *Dev) lockMask(mask uint64) {
 	for i := 0; i < nlocks; i++ {
 		if mask&(1<<uint(i)) != 0 {
 			d.locks[i].Lock()
 		}
 	}
-	return mask
 }
 
 func (d *Dev) unlock(mask uint64) {
@@ -260,7 +273,10 @@ func (d *Dev) ReadAt(p []byte, off int64) (int, error) {
 		return len(p), nil
 	}
 	buf := make([]byte, a1-a0)
-	if _, err := d.inner.ReadAt(buf, d.dataOff+a0); err != nil {
+	mask := d.lockEdges(a0/BlockSize, (a1-1)/BlockSize)
+	_, err := d.inner.ReadAt(buf, d.dataOff+a0)
+	d.unlock(mask)
+	if err != nil {
 		return 0, err
 	}
 	if err := d.verify(buf, a0); err != nil {

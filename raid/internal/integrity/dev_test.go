@@ -1,0 +1,228 @@
+package integrity_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid/internal/integrity"
+)
+
+const (
+	areaOff = 64 << 10
+	dataOff = 128 << 10
+)
+
+func newDev(t *testing.T, dataSize int64, pages int) (*integrity.Dev, *member.Memory, *[][2]int64) {
+	t.Helper()
+	m := member.NewMemory(dataOff + dataSize)
+	rebuilt := &[][2]int64{}
+	d, err := integrity.New(m, integrity.Config{DataOffset: dataOff, DataSize: dataSize, AreaOffset: areaOff, CachePages: pages,
+		OnPageRebuilt: func(first, n int64) { *rebuilt = append(*rebuilt, [2]int64{first, n}) }})
+	require.NoError(t, err)
+	return d, m, rebuilt
+}
+
+func TestAreaSize(t *testing.T) {
+	assert.Equal(t, int64(0), integrity.AreaSize(0))
+	assert.Equal(t, int64(4096), integrity.AreaSize(1))
+	assert.Equal(t, int64(4096), integrity.AreaSize(1023*4096))
+	assert.Equal(t, int64(8192), integrity.AreaSize(1023*4096+1))
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	m := member.NewMemory(1 << 20)
+	for name, c := range map[string]integrity.Config{
+		"overlap":   {DataOffset: 4096, DataSize: 64 << 10, AreaOffset: 8192},
+		"too-small": {DataOffset: 512 << 10, DataSize: 1 << 20, AreaOffset: 4096},
+		"empty":     {DataOffset: 4096, DataSize: 0, AreaOffset: 0},
+	} {
+		_, err := integrity.New(m, c)
+		assert.ErrorIs(t, err, integrity.ErrConfig, name)
+	}
+}
+
+// TestRoundTrip writes, discards and reads random unaligned ranges against
+// a model through a small cache, then reads everything back through a
+// fresh Dev (cold cache, pages from disk): nothing is reported bad.
+func TestRoundTrip(t *testing.T) {
+	const size = 3*1023*4096 + 5000 // 3 pages and a short last block
+	d, m, rebuilt := newDev(t, size, 2)
+	model := make([]byte, size)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 150; i++ {
+		off := rng.Int64N(size)
+		n := min(size-off, 1+rng.Int64N(20000))
+		if rng.IntN(4) == 0 {
+			require.NoError(t, d.Discard(dataOff+off, n))
+			clear(model[off : off+n])
+			continue
+		}
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = byte(rng.Uint32())
+		}
+		_, err := d.WriteAt(p, dataOff+off)
+		require.NoError(t, err)
+		copy(model[off:], p)
+		q := make([]byte, n)
+		_, err = d.ReadAt(q, dataOff+off)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(p, q))
+	}
+	require.NoError(t, d.Sync())
+	d2, err := integrity.New(m, integrity.Config{DataOffset: dataOff, DataSize: size, AreaOffset: areaOff})
+	require.NoError(t, err)
+	got := make([]byte, size)
+	_, err = d2.ReadAt(got, dataOff)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(model, got))
+	assert.Empty(t, *rebuilt)
+	assert.Zero(t, d.Stats().Mismatches)
+	assert.Zero(t, d2.Stats().Mismatches)
+	assert.LessOrEqual(t, d.Stats().CachedPages, int64(2))
+}
+
+// TestDetectsFlip flips a data byte and a checksum-page byte.
+func TestDetectsFlip(t *testing.T) {
+	const size = 1 << 20
+	d, m, rebuilt := newDev(t, size, 0)
+	p := bytes.Repeat([]byte("raidd!"), size/6+1)[:size]
+	_, err := d.WriteAt(p, dataOff)
+	require.NoError(t, err)
+	require.NoError(t, d.Sync())
+
+	m.Bytes()[dataOff+5*4096+7] ^= 1
+	q := make([]byte, 100)
+	_, err = d.ReadAt(q, dataOff+5*4096+50) // part of the block: the whole block is verified
+	var me *integrity.MismatchError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, int64(5*4096), me.Offset)
+	assert.Equal(t, 1, me.Blocks)
+	assert.ErrorIs(t, err, integrity.ErrMismatch)
+	assert.ErrorIs(t, err, syscall.EIO)
+
+	// A partial write into the bad block does not bless it.
+	_, err = d.WriteAt([]byte("xy"), dataOff+5*4096+1000)
+	require.NoError(t, err)
+	_, err = d.ReadAt(q, dataOff+5*4096)
+	require.ErrorIs(t, err, integrity.ErrMismatch)
+	// A whole-block write does.
+	_, err = d.WriteAt(p[5*4096:6*4096], dataOff+5*4096)
+	require.NoError(t, err)
+	_, err = d.ReadAt(q, dataOff+5*4096)
+	require.NoError(t, err)
+
+	// A flipped entry, seen by a fresh Dev: the page is reported and the
+	// block it describes fails; its neighbours, whose entries are intact,
+	// still verify.
+	require.NoError(t, d.Sync())
+	entry := areaOff + 9*4
+	old := binary.LittleEndian.Uint32(m.Bytes()[entry:])
+	m.Bytes()[entry+2] ^= 0x10
+	d2, err := integrity.New(m, integrity.Config{DataOffset: dataOff, DataSize: size, AreaOffset: areaOff,
+		OnPageRebuilt: func(first, n int64) { *rebuilt = append(*rebuilt, [2]int64{first, n}) }})
+	require.NoError(t, err)
+	_, err = d2.ReadAt(q, dataOff+8*4096)
+	require.NoError(t, err)
+	require.Equal(t, [][2]int64{{0, size}}, *rebuilt)
+	_, err = d2.ReadAt(q, dataOff+9*4096)
+	require.ErrorIs(t, err, integrity.ErrMismatch)
+	assert.Equal(t, int64(1), d2.Stats().PagesRebuilt)
+	// The repair (a rewrite) stores a fresh entry, and the page gets a
+	// fresh CRC when written back.
+	_, err = d2.WriteAt(p[9*4096:10*4096], dataOff+9*4096)
+	require.NoError(t, err)
+	require.NoError(t, d2.Sync())
+	assert.Equal(t, old, binary.LittleEndian.Uint32(m.Bytes()[entry:]))
+	assert.True(t, integrity.PageValid(0, m.Bytes()[areaOff:areaOff+4096]))
+}
+
+// TestUnsealAndSeal: in an unsealed range (after a crash) a block that
+// disagrees with its entry is resealed, not reported; Seal reseals a range.
+func TestUnsealAndSeal(t *testing.T) {
+	const size = 256 << 10
+	d, m, _ := newDev(t, size, 0)
+	p := bytes.Repeat([]byte{7}, size)
+	_, err := d.WriteAt(p, dataOff)
+	require.NoError(t, err)
+	// A torn write: the data reached the disk, the checksum did not.
+	m.Bytes()[dataOff+4096] = 9
+	m.Bytes()[dataOff+64<<10] = 9
+	d.Unseal([][2]int64{{0, 32 << 10}})
+	q := make([]byte, 4096)
+	_, err = d.ReadAt(q, dataOff+4096)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), d.Stats().Resealed)
+	_, err = d.ReadAt(q, dataOff+64<<10)
+	require.ErrorIs(t, err, integrity.ErrMismatch, "outside the unsealed range")
+	n, err := d.Seal(64<<10, 4096)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	_, err = d.ReadAt(q, dataOff+64<<10)
+	require.NoError(t, err)
+	d.SealAll()
+	m.Bytes()[dataOff+4096] = 10
+	_, err = d.ReadAt(q, dataOff+4096)
+	require.ErrorIs(t, err, integrity.ErrMismatch, "sealed again")
+}
+
+// TestConcurrent runs writers and readers on overlapping blocks (distinct
+// bytes): no read may see a false mismatch.
+func TestConcurrent(t *testing.T) {
+	const size = 1 << 20
+	d, _, _ := newDev(t, size, 1)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			buf := make([]byte, 512)
+			for i := 0; i < 300; i++ {
+				blk := rng.Int64N(size / 4096)
+				off := dataOff + blk*4096 + int64(w)*1024 // each writer its own quarter of a block
+				for j := range buf {
+					buf[j] = byte(rng.Uint32())
+				}
+				if _, err := d.WriteAt(buf, off); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := d.ReadAt(buf, off); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Zero(t, d.Stats().Mismatches)
+}
+
+// TestPassThrough: offsets outside the data region are not checked.
+func TestPassThrough(t *testing.T) {
+	d, m, _ := newDev(t, 64<<10, 0)
+	_, err := d.WriteAt([]byte("super"), 4096)
+	require.NoError(t, err)
+	assert.Equal(t, "super", string(m.Bytes()[4096:4101]))
+	q := make([]byte, 5)
+	_, err = d.ReadAt(q, 4096)
+	require.NoError(t, err)
+	assert.Equal(t, "super", string(q))
+	assert.True(t, d.CanDiscard())
+	assert.False(t, errors.Is(d.Discard(0, 4096), integrity.ErrMismatch))
+}

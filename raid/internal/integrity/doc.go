@@ -1,0 +1,71 @@
+// Package integrity keeps a CRC32C (Castagnoli, hardware-accelerated by
+// hash/crc32) of every 4 KiB block of a member's data region, verifies every
+// read against it and updates it with every write and discard. It is a
+// wrapper around one member device (Dev), placed by package raid between
+// the levels and the devices, so the levels stay unaware of checksums: to
+// them a block that fails its checksum is a member read error like a bad
+// sector, which they already serve from redundancy and rewrite; the rewrite
+// through the Dev stores a fresh checksum.
+//
+// # Why a member wrapper
+//
+// A layer at the member is the one place every byte passes on its way to
+// and from the disk: client reads and writes, parity read-modify-write,
+// resync, rebuild, replace, repair and check. Checksums kept there cover
+// parity and mirror copies as well as data, cost no change to the levels,
+// and need no knowledge of geometry. The engine (package raid) adds only
+// what the wrapper cannot know: that a mismatch must not fail the member,
+// the events and counters, and which rows a crash may have left unsealed.
+//
+// # On-disk format
+//
+// The checksum area of a member starts at Meta.ChecksumOffset (after the
+// header) and holds AreaSize(DataSize) bytes: PageSize (4 KiB) pages, page
+// i holding the entries of blocks [i*PerPage, (i+1)*PerPage) (PerPage =
+// 1023) as little-endian uint32, and in its last 4 bytes its own CRC32C,
+// computed over the page index (uint64, little-endian) followed by the
+// first 4092 bytes. The index in the CRC catches a page written to the
+// wrong place. An all-zero page is valid: a fresh area reads as holes.
+//
+//	entry   meaning
+//	0       a hole: the block reads as zeroes (never written, trimmed,
+//	        or zero-elided); also stored for a block whose CRC is 0
+//	other   the CRC32C of the block
+//
+// A hole needs no CRC: verifying it is a comparison with zeroes.
+//
+// # Rules
+//
+//   - Reads: a read of part of a block reads and verifies the whole block.
+//     A mismatch is checked again under the block's lock (a write may have
+//     been in flight); if it persists the read fails with a *MismatchError
+//     (ErrMismatch, EIO) naming the data-region offset of the bad blocks.
+//   - Writes: whole blocks get the CRC of their new bytes; a partial block
+//     is read, and gets the CRC of old bytes patched with the new ones only
+//     if the old bytes matched their entry. Otherwise the old entry is
+//     kept, so damage in the bytes the write did not cover stays detectable:
+//     the block stays flagged until it is written whole or repaired from
+//     redundancy (which rewrites it with the other copy's or parity's
+//     bytes, new ones included).
+//   - Discards: whole blocks become holes (entry 0); partial blocks as
+//     writes of zeroes. A device that cannot discard changes nothing and
+//     the caller writes zeroes, which are then written through the Dev.
+//   - Damaged checksum pages: a page that fails its own CRC is counted and
+//     reported (Config.OnPageRebuilt) and is never trusted as a whole:
+//     every entry in it is still compared with its block, an entry that
+//     does not match is a mismatch (repaired from redundancy, which stores
+//     a fresh entry), and the page is written back with a fresh page CRC.
+//   - Crash consistency: entries are cached (Config.CachePages) and written
+//     back by Sync before the device is synced, or earlier when the cache
+//     is full. After a crash a block and its entry may disagree only in
+//     regions that package raid's write-intent bitmap marks dirty (a bit is
+//     on disk before any write to its region and cleared only after a
+//     Sync). raid marks those ranges Unseal: there a mismatch is resolved
+//     by recomputing the entry from the data (the old or the new bytes,
+//     both correct for a write that was never acknowledged as durable), and
+//     its resync Seals every row of them.
+//   - Concurrency: all methods may be called concurrently on any ranges.
+//     Writes, discards and re-verification of a block take a lock per 64
+//     KiB granule (striped); the page cache has one mutex. Lock order:
+//     granule locks (ascending), flushMu, mu.
+package integrity

@@ -29,6 +29,9 @@ import (
 var (
 	seedFlag  = flag.Int64("seed", 0, "replay the model and crash tests with this seed (0 = $RAIDD_SEED, else time-based)")
 	modelOps  = flag.Int("model.ops", 120, "operations per model-test case")
+	// modelCsum runs every TestModel case on arrays with per-block
+	// checksums (TestModelChecksums always runs a few).
+	modelCsum = flag.Bool("model.checksums", false, "TestModel: create the arrays with per-block checksums")
 	chunkList = []int64{4 << 10, 64 << 10, 1 << 20}
 )
 
@@ -90,9 +93,33 @@ func TestModel(t *testing.T) {
 							t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModel$/^%s$' ./raid", seed, name)
 						}
 					})
-					runModel(t, level, n, chunk, subSeed(seed, name))
+					runModel(t, level, n, chunk, subSeed(seed, name), *modelCsum)
 				})
 			}
+		}
+	}
+}
+
+// TestModelChecksums is TestModel on arrays with per-block checksums, for
+// every level with its smallest member count and two chunk sizes (the
+// -model.checksums flag runs every TestModel case so):
+//
+//	RAIDD_SEED=<seed> go test -run '^TestModelChecksums$' ./raid
+func TestModelChecksums(t *testing.T) {
+	seed := testSeed(t)
+	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID6, stripe.RAID10} {
+		n := validShapes()[level][0]
+		for _, chunk := range chunkList[:2] {
+			name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				t.Cleanup(func() {
+					if t.Failed() {
+						t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModelChecksums$/^%s$' ./raid", seed, name)
+					}
+				})
+				runModel(t, level, n, chunk, subSeed(seed, name), true)
+			})
 		}
 	}
 }
@@ -253,14 +280,14 @@ func genOps(seed int64, geo stripe.Geometry, count int) []modelOp {
 	return ops
 }
 
-func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) {
+func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64, checksums bool) {
 	rows := int64(6)
 	if chunk >= 1<<20 {
 		rows = 3
 	}
-	r := newRig(n+poolSize, memberSizeFor(chunk, rows)+chunk/2) // a ragged tail is ignored
+	r := newRig(n+poolSize, memberSizeFor(chunk, rows)+chunk/2+csumRoom(checksums)) // a ragged tail is ignored
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk},
+	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk, Checksums: checksums},
 		modelOptions(chunk, clk))
 	require.NoError(t, err)
 	m := &model{t: t, level: level, chunk: chunk, r: r, a: a, clk: clk,
@@ -296,6 +323,11 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64) 
 	}
 	m.waitRecovery(len(ops))
 	m.verifyAll("end")
+	if checksums {
+		cs := m.a.Status().Checksums
+		require.NotNil(t, cs)
+		assert.Zero(t, cs.Detected, "no block may fail its checksum without a fault that corrupts data")
+	}
 }
 
 // modelOptions slows rebuilds to a few rows per operation of fake time,

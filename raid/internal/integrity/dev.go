@@ -775,21 +775,9 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 	return sealed, nil
 }
 
-// Close writes dirty pages back, syncs if it did, and closes the wrapped
-// device.
-func (d *Dev) Close() error {
-	d.mu.Lock()
-	dirty := d.nDirty > 0
-	d.mu.Unlock()
-	var err error
-	if dirty {
-		err = d.flushDirty()
-		if err == nil {
-			err = d.inner.Sync()
-		}
-	}
-	return errors.Join(err, d.inner.Close())
-}
+// Close closes the wrapped device. Checksum pages still dirty are
+// dropped, as unsynced writes are: Sync first to keep them.
+func (d *Dev) Close() error { return d.inner.Close() }
 
 // Clear zeroes the checksum area [off, off+n) of m, so that every block
 // reads as a hole (create, and a spare before its first rebuild).

@@ -27,8 +27,8 @@ import (
 )
 
 var (
-	seedFlag  = flag.Int64("seed", 0, "replay the model and crash tests with this seed (0 = $RAIDD_SEED, else time-based)")
-	modelOps  = flag.Int("model.ops", 120, "operations per model-test case")
+	seedFlag = flag.Int64("seed", 0, "replay the model and crash tests with this seed (0 = $RAIDD_SEED, else time-based)")
+	modelOps = flag.Int("model.ops", 120, "operations per model-test case")
 	// modelCsum runs every TestModel case on arrays with per-block
 	// checksums (TestModelChecksums always runs a few).
 	modelCsum = flag.Bool("model.checksums", false, "TestModel: create the arrays with per-block checksums")

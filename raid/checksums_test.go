@@ -233,3 +233,44 @@ func TestChecksumOptions(t *testing.T) {
 	assert.True(t, errors.Is(err, raid.ErrConfig))
 	assert.True(t, strings.Contains(err.Error(), "ChecksumCache"))
 }
+
+// noDiscard is a member that cannot punch holes (a block device without
+// discard support).
+type noDiscard struct{ keep }
+
+func (noDiscard) Discard(off, n int64) error { return errors.ErrUnsupported }
+
+// TestCreateWithoutDiscardResyncs creates arrays on members that cannot
+// discard and hold old bytes: the data regions cannot be zeroed, so create
+// must resync every row (mirrors copied, parity computed, checksums sealed)
+// even though the write-intent bitmap, from which the resync takes its
+// rows, starts empty.
+func TestCreateWithoutDiscardResyncs(t *testing.T) {
+	const chunk, rows = 16 << 10, 16
+	for _, tc := range []struct {
+		level     stripe.Level
+		n         int
+		checksums bool
+	}{{stripe.RAID1, 2, false}, {stripe.RAID5, 3, false}, {stripe.RAID0, 2, true}, {stripe.RAID5, 3, true}} {
+		t.Run(fmt.Sprintf("%s/checksums=%v", tc.level, tc.checksums), func(t *testing.T) {
+			r := newRig(tc.n, superblock.HeaderSize+64<<10+chunk*rows)
+			for i := range r.devs {
+				randomBytes(r.mem[i].Bytes(), int64(i+1)) // old contents
+				r.devs[i].Member = noDiscard{r.devs[i].Member.(keep)}
+			}
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "nd", Level: tc.level, Chunk: chunk, Checksums: tc.checksums}, raid.Options{})
+			st := waitIdle(t, a)
+			require.NotNil(t, st.LastResync, "create on members that cannot discard resyncs")
+			assert.Equal(t, st.LastResync.Total, a.Geometry().Rows(), "every row")
+			if tc.level != stripe.RAID0 {
+				checkConsistent(t, a)
+			}
+			got := make([]byte, a.Size())
+			_, err := a.ReadAt(got, 0)
+			require.NoError(t, err, "every block reads (and, with checksums, verifies)")
+			if tc.checksums {
+				assert.Zero(t, a.Status().Checksums.Detected)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@
 #   RUNTIME    seconds per fio job, after RAMP            (default 10)
 #   RAMP       fio ramp_time in seconds                   (default 2)
 #   ROUNDS     interleaved rounds; the median is printed  (default 1)
+#   CSUM       1: also every level created with --checksums (default 0)
 #   SHM        directory for the disk files               (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
 set -euo pipefail
@@ -31,6 +32,7 @@ LEVELS=${LEVELS:-"0 1 5 10 6"}
 RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-1}
+CSUM=${CSUM:-0} # 1: every level also with --checksums (target raidN+csum), in the same run
 SHM=${SHM:-/dev/shm}
 BLKIO=${BLKIO:-/sys/fs/cgroup/blkio}
 
@@ -126,15 +128,16 @@ wait_sock() {
 }
 
 targets=()
-# start_raidd LEVEL: create an array of DISKS fresh disks and serve it with
-# --direct inside the cgroup. Returns 1 when the level cannot be created.
+# start_raidd LEVEL [+csum]: create an array of DISKS fresh disks (with
+# --checksums when the second argument is given) and serve it with --direct
+# inside the cgroup. Returns 1 when the level cannot be created.
 start_raidd() {
-	local level=$1 name=r$1 i members=()
+	local level=$1 suffix=${2:-} name=r$1${2:+c} i members=()
 	for ((i = 0; i < DISKS; i++)); do
 		new_disk "$name-d$i"
 		members+=("$disk")
 	done
-	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
+	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" ${suffix:+--checksums} --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
 		echo "raid$level: skipped: raidd create --level $level failed: $(grep -m1 -i error "$work/$name.create" || head -n 1 "$work/$name.create")" >&2
 		return 1
 	fi
@@ -142,12 +145,15 @@ start_raidd() {
 		>"$work/$name.log" 2>&1 &
 	pids+=($!)
 	wait_sock "$sock/$name.sock" $! "$name" || return 1
-	targets+=("raid$level:$level:nbd+unix:///$name?socket=$sock/$name.sock")
+	targets+=("raid$level$suffix:$level:nbd+unix:///$name?socket=$sock/$name.sock")
 }
 
 for level in $LEVELS; do
 	if ! start_raidd "$level"; then
 		[[ $level == 6 ]] || die "raid$level could not be created or served"
+	fi
+	if [[ $CSUM == 1 ]]; then
+		start_raidd "$level" +csum || die "raid$level with --checksums could not be created or served"
 	fi
 done
 [[ ${#targets[@]} -gt 0 ]] || die "no array could be created"
@@ -232,12 +238,12 @@ def ideal(level, job):
     return {"0": n, "5": n / 2, "6": n / 3, "10": n / 2, "1": 1}[level] * iops
 
 cell = 26
-print(f"{'target':<8}" + "".join(f"{j:>{cell}}" for j in jobs))
-print(f"{'':<8}" + "".join(f"{'measured / ideal = ratio':>{cell}}" for _ in jobs))
-print("-" * (8 + cell * len(jobs)))
+print(f"{'target':<12}" + "".join(f"{j:>{cell}}" for j in jobs))
+print(f"{'':<12}" + "".join(f"{'measured / ideal = ratio':>{cell}}" for _ in jobs))
+print("-" * (12 + cell * len(jobs)))
 worst = []
 for name, level in targets:
-    row = f"{name:<8}"
+    row = f"{name:<12}"
     for job in jobs:
         m, i = measured(job, name), ideal(level, job)
         row += f"{f'{m:.0f} / {i:.0f} = {m / i:.2f}':>{cell}}"

@@ -81,6 +81,25 @@ func (a *Array) wrapDev(dev Member) (Member, error) {
 	return d, nil
 }
 
+// csumBlock is the block one checksum covers.
+const csumBlock = integrity.BlockSize
+
+// readBlocks serves a read that is not block-aligned, on an array with
+// checksums, by reading the whole blocks around it: a block that fails its
+// checksum is then repaired whole (a rewrite of part of a bad block cannot
+// give it a trustworthy checksum, see integrity's partial writes).
+func (a *Array) readBlocks(p []byte, off int64) (int, error) {
+	lo := off &^ (csumBlock - 1)
+	hi := (off + int64(len(p)) + csumBlock - 1) &^ (csumBlock - 1)
+	buf := make([]byte, hi-lo)
+	if _, err := a.read(buf, lo); err != nil {
+		return 0, err
+	}
+	copy(p, buf[off-lo:])
+	a.stats.clientRead.Add(int64(len(p) - len(buf))) // count what the client asked for
+	return len(p), nil
+}
+
 // rawDev returns the device under a checksum wrapper.
 func rawDev(m Member) Member {
 	if d, ok := m.(*integrity.Dev); ok {

@@ -137,6 +137,23 @@ func TestChecksumBitRot(t *testing.T) {
 			assert.Equal(t, want[off:off+4096], got)
 			assert.Equal(t, int64(1), a.Status().Checksums.Repaired, "the second read needs no repair")
 
+			// An unaligned read of part of a bad block repairs the whole
+			// block: the next read of it needs no repair.
+			off2 := off + 4096
+			m2, mo2 := readLoc(g, off2)
+			r.mem[m2].Bytes()[dataOff+mo2+3000] ^= 0x81
+			small := make([]byte, 512)
+			_, err = a.ReadAt(small, off2+1024)
+			require.NoError(t, err)
+			assert.Equal(t, want[off2+1024:off2+1536], small)
+			assert.Equal(t, int64(2), a.Status().Checksums.Repaired)
+			_, err = a.ReadAt(small, off2+1024)
+			require.NoError(t, err)
+			_, err = a.ReadAt(got, off2)
+			require.NoError(t, err)
+			assert.Equal(t, want[off2:off2+4096], got)
+			assert.Equal(t, int64(2), a.Status().Checksums.Repaired, "the block was healed whole")
+
 			// A flip in the checksum area: the entry of that same block.
 			require.NoError(t, a.Close())
 			b := mo / 4096

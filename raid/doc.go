@@ -57,6 +57,14 @@
 //   - Without redundancy (RAID0) a member I/O error fails the request with
 //     ErrIO and is not recorded: marking the member failed would make every
 //     range unreachable.
+//   - With per-block checksums (CreateOptions.Checksums, checksums.go) every
+//     member device is wrapped by raid/internal/integrity. A block that
+//     fails its checksum is a per-request read error on that member: the
+//     level reconstructs and rewrites it like a bad sector, but the member
+//     is never failed for it. An unrepaired mismatch fails only the read,
+//     with ErrIO, and a checksum-lost event names the block. After a crash
+//     the resync reseals the rows of the bitmap's dirty regions (RAID0
+//     with checksums keeps a bitmap for this).
 //   - Layouts never validate user input, never lock and never change member
 //     states; the Array does all three.
 //

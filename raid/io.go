@@ -29,6 +29,14 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if a.csum != nil && (off%csumBlock != 0 || len(p)%csumBlock != 0) {
+		return a.readBlocks(p, off)
+	}
+	return a.read(p, off)
+}
+
+// read serves ReadAt once the request is validated.
+func (a *Array) read(p []byte, off int64) (int, error) {
 	op := a.getOp()
 	defer a.putOp(op)
 	if op.v.failed {

@@ -775,6 +775,28 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 	return sealed, nil
 }
 
+// Verify reports whether p, the data-region bytes from rel (block-aligned;
+// p holds whole blocks, or ends at the end of the data region), match
+// their stored checksums, without reading the device: a scrub that read
+// the copies of a chunk asks which one the checksums vouch for.
+func (d *Dev) Verify(p []byte, rel int64) (bool, error) {
+	if rel%BlockSize != 0 || rel < 0 || rel+int64(len(p)) > d.dataEnd-d.dataOff {
+		return false, fmt.Errorf("%w: Verify of [%d, +%d) is not block-aligned inside the data region", ErrConfig, rel, len(p))
+	}
+	n := (int64(len(p)) + BlockSize - 1) / BlockSize
+	ep, err := d.entries(rel/BlockSize, n)
+	if err != nil {
+		return false, err
+	}
+	defer d.putEntries(ep)
+	for k := int64(0); k < n; k++ {
+		if !Matches(p[k*BlockSize:min(int64(len(p)), (k+1)*BlockSize)], (*ep)[k]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Close closes the wrapped device. Checksum pages still dirty are
 // dropped, as unsynced writes are: Sync first to keep them.
 func (d *Dev) Close() error { return d.inner.Close() }

@@ -226,3 +226,24 @@ func TestPassThrough(t *testing.T) {
 	assert.True(t, d.CanDiscard())
 	assert.False(t, errors.Is(d.Discard(0, 4096), integrity.ErrMismatch))
 }
+
+// TestVerify compares bytes the caller holds with the stored checksums.
+func TestVerify(t *testing.T) {
+	d, _, _ := newDev(t, 64<<10, 0)
+	p := bytes.Repeat([]byte{3}, 8192)
+	_, err := d.WriteAt(p, dataOff+4096)
+	require.NoError(t, err)
+	ok, err := d.Verify(p, 4096)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	q := bytes.Clone(p)
+	q[5000] = 4
+	ok, err = d.Verify(q, 4096)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = d.Verify(make([]byte, 4096), 32<<10) // a hole
+	require.NoError(t, err)
+	assert.True(t, ok)
+	_, err = d.Verify(p, 100)
+	assert.ErrorIs(t, err, integrity.ErrConfig)
+}

@@ -87,6 +87,7 @@ type Dev struct {
 	unsealed atomic.Pointer[[][2]int64] // data ranges whose mismatches are resealed (after a crash)
 
 	mismatches, resealed, rebuilt atomic.Int64
+	cached                        atomic.Int64 // len(pages), for Stats without mu
 
 	bufPool sync.Pool // *[]byte of entries scratch
 }
@@ -135,12 +136,10 @@ func (d *Dev) HasData(off, n int64) bool {
 	return !ok || p.HasData(off, n)
 }
 
-// Stats returns the counters.
+// Stats returns the counters. It takes no lock, so it never waits for the
+// device.
 func (d *Dev) Stats() Stats {
-	d.mu.Lock()
-	n := len(d.pages)
-	d.mu.Unlock()
-	return Stats{Mismatches: d.mismatches.Load(), Resealed: d.resealed.Load(), PagesRebuilt: d.rebuilt.Load(), CachedPages: int64(n)}
+	return Stats{Mismatches: d.mismatches.Load(), Resealed: d.resealed.Load(), PagesRebuilt: d.rebuilt.Load(), CachedPages: d.cached.Load()}
 }
 
 // Unseal records data-region ranges [from, to) in which blocks may disagree
@@ -399,6 +398,7 @@ func (d *Dev) pageLocked(idx int64) (*page, error) {
 		}
 	}
 	d.pages[idx] = pg
+	d.cached.Store(int64(len(d.pages)))
 	pg.next, pg.prev = d.lru.next, &d.lru
 	d.lru.next.prev = pg
 	d.lru.next = pg
@@ -414,6 +414,7 @@ func (d *Dev) evictLocked() bool {
 		if !pg.dirty && pg.writing == 0 {
 			pg.prev.next, pg.next.prev = pg.next, pg.prev
 			delete(d.pages, pg.idx)
+			d.cached.Store(int64(len(d.pages)))
 		}
 		pg = prev
 	}

@@ -161,6 +161,9 @@ var (
 		{newDesc("raidd_array_rebuild_discarded_bytes_total", "Never-written rows punched on new members by rebuilds and replaces.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.RebuildBytesDiscarded) }},
 		{newDesc("raidd_array_resync_written_bytes_total", "Parity and copies rewritten by resyncs.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.ResyncBytesWritten) }},
 		{newDesc("raidd_array_repair_written_bytes_total", "Bytes rewritten on members after read errors.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.RepairBytesWritten) }},
+		{newDesc("raidd_array_checksum_repaired_blocks_total", "Blocks that failed their checksum and were rewritten from redundancy (arrays created with --checksums; 0 otherwise).", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Repaired }) }},
+		{newDesc("raidd_array_checksum_lost_blocks_total", "Blocks that failed their checksum with no copy or parity to rebuild them: their reads failed with EIO.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Lost }) }},
+		{newDesc("raidd_array_checksum_pages_rebuilt_total", "Checksum pages that failed their own CRC32C and were rebuilt.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.PagesRebuilt }) }},
 	}
 
 	// Background jobs: one "running" series per job kind (0 or 1), and
@@ -176,6 +179,7 @@ var (
 	descMemberErrors  = newDesc("raidd_member_io_errors_total", "Member I/O requests that failed, by device and operation (read, write, discard, sync), since raidd opened the device.", prometheus.CounterValue, "array", "path", "uuid", "operation")
 	descMemberRepairs = newDesc("raidd_member_repairs_total", "Ranges rewritten on the device with data reconstructed from redundancy (read-error correction), since raidd opened it.", prometheus.CounterValue, "array", "path", "uuid")
 	descMemberRepairB = newDesc("raidd_member_repaired_bytes_total", "Bytes of the ranges counted by raidd_member_repairs_total.", prometheus.CounterValue, "array", "path", "uuid")
+	descMemberCsum    = newDesc("raidd_member_checksum_repairs_total", "Blocks of the member's role that failed their checksum and were rewritten from redundancy, since the array started (arrays created with --checksums).", prometheus.CounterValue, "array", "path", "uuid")
 
 	descNBDConnections = newDesc("raidd_nbd_connections_total", "NBD connections accepted.", prometheus.CounterValue)
 	descNBDActive      = newDesc("raidd_nbd_active_connections", "NBD connections open now.", prometheus.GaugeValue)
@@ -204,7 +208,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- g.d.Desc
 	}
 	for _, d := range []desc{descJobRunning, descJobRatio, descJobDone, descJobPlanned, descJobMoved, descJobETA,
-		descMemberState, descMemberErrors, descMemberRepairs, descMemberRepairB,
+		descMemberState, descMemberErrors, descMemberRepairs, descMemberRepairB, descMemberCsum,
 		descNBDConnections, descNBDActive, descNBDHandshakes, descNBDHSFailures, descNBDTLS, descNBDRefused,
 		descNBDTimeouts, descNBDInFlight, descNBDRequests, descNBDReadBytes, descNBDWriteBytes, descNBDErrors} {
 		ch <- d.Desc
@@ -245,6 +249,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			emit(descMemberRepairs, float64(m.Repairs), a.Name, m.Path, m.UUID)
 			emit(descMemberRepairB, float64(m.RepairBytes), a.Name, m.Path, m.UUID)
+			if a.Checksums != nil {
+				emit(descMemberCsum, float64(m.ChecksumRepairs), a.Name, m.Path, m.UUID)
+			}
 		}
 	}
 
@@ -332,4 +339,13 @@ func bool01(v bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// csumField reads one checksum counter of a, 0 for an array without
+// checksums.
+func csumField(a *arrayStatus, f func(*raid.ChecksumStatus) int64) float64 {
+	if a.Checksums == nil {
+		return 0
+	}
+	return float64(f(a.Checksums))
 }

@@ -153,3 +153,26 @@ func TestMetrics(t *testing.T) {
 	assert.Zero(t, f.value(t, "raidd_array_degraded", "array=data"))
 	assert.Positive(t, f.value(t, "raidd_array_rebuild_written_bytes_total", "array=data"))
 }
+
+// TestMetricsChecksums: an array created with --checksums has the checksum
+// series, per array and per member, and `raidd status` shows them.
+func TestMetricsChecksums(t *testing.T) {
+	e := newEnv(t)
+	args := append([]string{"create", "--name", "data", "--level", "1", "--chunk", "64KiB", "--size", "8MiB", "--checksums", "--log-level", "warn"}, e.paths("a.img", "b.img")...)
+	code, out, errOut := raidd(t, args...)
+	require.Equal(t, 0, code, "create: %s%s", out, errOut)
+	cfg := e.config(t, "", e.array("data", "    checksum_cache: 1MiB\n", "a.img", "b.img"))
+	serve(t, cfg)
+
+	f := scrape(t, e.control)
+	for _, name := range []string{"raidd_array_checksum_repaired_blocks_total", "raidd_array_checksum_lost_blocks_total", "raidd_array_checksum_pages_rebuilt_total"} {
+		assert.Zero(t, f.value(t, name, "array=data"), name)
+	}
+	for _, p := range e.paths("a.img", "b.img") {
+		assert.Zero(t, f.value(t, "raidd_member_checksum_repairs_total", "path="+p))
+	}
+	code, out, errOut = raidd(t, "status", "--control", e.control)
+	require.Equal(t, 0, code, "status: %s%s", out, errOut)
+	assert.Contains(t, out, "checksums: CRC32C per 4KiB block; 0 repaired, 0 lost")
+	assert.Contains(t, out, "cache 0B of 1MiB", "nothing read yet; bounded by checksum_cache")
+}

@@ -161,9 +161,15 @@ var (
 		{newDesc("raidd_array_rebuild_discarded_bytes_total", "Never-written rows punched on new members by rebuilds and replaces.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.RebuildBytesDiscarded) }},
 		{newDesc("raidd_array_resync_written_bytes_total", "Parity and copies rewritten by resyncs.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.ResyncBytesWritten) }},
 		{newDesc("raidd_array_repair_written_bytes_total", "Bytes rewritten on members after read errors.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.RepairBytesWritten) }},
-		{newDesc("raidd_array_checksum_repaired_blocks_total", "Blocks that failed their checksum and were rewritten from redundancy (arrays created with --checksums; 0 otherwise).", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Repaired }) }},
-		{newDesc("raidd_array_checksum_lost_blocks_total", "Blocks that failed their checksum with no copy or parity to rebuild them: their reads failed with EIO.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Lost }) }},
-		{newDesc("raidd_array_checksum_pages_rebuilt_total", "Checksum pages that failed their own CRC32C and were rebuilt.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.PagesRebuilt }) }},
+		{newDesc("raidd_array_checksum_repaired_blocks_total", "Blocks that failed their checksum and were rewritten from redundancy (arrays created with --checksums; 0 otherwise).", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 {
+			return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Repaired })
+		}},
+		{newDesc("raidd_array_checksum_lost_blocks_total", "Blocks that failed their checksum with no copy or parity to rebuild them: their reads failed with EIO.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 {
+			return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.Lost })
+		}},
+		{newDesc("raidd_array_checksum_pages_rebuilt_total", "Checksum pages that failed their own CRC32C and were rebuilt.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 {
+			return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.PagesRebuilt })
+		}},
 	}
 
 	// Background jobs: one "running" series per job kind (0 or 1), and

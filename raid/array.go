@@ -173,6 +173,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 				return nil, fmt.Errorf("raid: %s: %w", s.path, err)
 			}
 		}
+		a.SetCopyVerifier(csumVerifier{a})
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.drained = make(chan struct{}, 1)

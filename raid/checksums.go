@@ -184,6 +184,26 @@ func (a *Array) sealed() {
 	}
 }
 
+// csumVerifier is the scrub's CopyVerifier on an array with checksums: a
+// copy of a mirrored chunk is right when every block of it matches the
+// checksums stored on its member.
+type csumVerifier struct{ a *Array }
+
+// VerifyCopy reports whether c matches its checksums; every copy is known
+// (covered by checksums).
+func (v csumVerifier) VerifyCopy(c Copy) (ok, known bool) {
+	view := v.a.view.Load()
+	if c.Member < 0 || c.Member >= len(view.devs) {
+		return false, false
+	}
+	d, isCsum := view.devs[c.Member].(*integrity.Dev)
+	if !isCsum {
+		return false, false
+	}
+	ok, err := d.Verify(c.Data, c.Off)
+	return ok && err == nil, err == nil
+}
+
 // mismatch returns the checksum mismatch behind err, if that is what it is.
 func mismatch(err error) (*integrity.MismatchError, bool) {
 	var me *integrity.MismatchError

@@ -291,3 +291,52 @@ func TestCreateWithoutDiscardResyncs(t *testing.T) {
 		})
 	}
 }
+
+// TestScrubChecksumsTrustMatchingCopy: with checksums a mirror scrub never
+// trusts a rotten copy, not even the first one (without checksums the
+// first readable copy wins, as in md: TestScrubMirrorFirstCopyWins). The
+// copy that fails its checksum is rewritten from the one that matches, the
+// repair is counted, and a second scrub is clean.
+func TestScrubChecksumsTrustMatchingCopy(t *testing.T) {
+	const chunk = 8 << 10
+	r := newRig(2, memberSizeFor(chunk, 4)+64<<10)
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "sc", Level: stripe.RAID1, Chunk: chunk, Checksums: true}, raid.Options{CleanDelay: -1})
+	want := fill(t, a, 8)
+	require.NoError(t, a.Sync())
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	// Role 0 holds the first copy of every chunk of a RAID1.
+	r.mem[0].Bytes()[int64(sb.DataOffset)+2*chunk+10] ^= 0x5a
+	// The chunk had one readable copy this time (the other failed its
+	// checksum and was rewritten): the scrub calls its row unverifiable.
+	_, err = scrub(t, a, false)
+	require.ErrorIs(t, err, raid.ErrUnverifiable)
+	assert.Equal(t, int64(1), a.Status().Checksums.Repaired)
+	rep := eventsOf(a, raid.EventChecksumRepaired)
+	require.Len(t, rep, 1)
+	assert.Equal(t, 0, rep[0].Role)
+	requireContent(t, a, want, "the copy matching its checksum won")
+	res, err := scrub(t, a, false)
+	require.NoError(t, err)
+	assert.True(t, res.Consistent(), "%s", res)
+	assert.Equal(t, int64(1), a.Status().Checksums.Repaired)
+}
+
+// TestChecksumCopyVerifier: the scrub's CopyVerifier on an array with
+// checksums confirms a copy that matches its checksums and refuses one
+// that does not.
+func TestChecksumCopyVerifier(t *testing.T) {
+	const chunk = 8 << 10
+	r := newRig(2, memberSizeFor(chunk, 4)+64<<10)
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "cv", Level: stripe.RAID1, Chunk: chunk, Checksums: true}, raid.Options{CleanDelay: -1})
+	want := fill(t, a, 8)
+	v := raid.ChecksumVerifier(a)
+	ok, known := v.VerifyCopy(raid.Copy{Member: 1, Off: chunk, Data: want[chunk : 2*chunk]})
+	assert.True(t, ok)
+	assert.True(t, known)
+	bad := bytes.Clone(want[chunk : 2*chunk])
+	bad[100] ^= 1
+	ok, known = v.VerifyCopy(raid.Copy{Member: 1, Off: chunk, Data: bad})
+	assert.False(t, ok)
+	assert.True(t, known)
+}

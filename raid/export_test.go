@@ -31,3 +31,7 @@ func (a *Array) Abandon() {
 // Charged returns the bytes charged to the rate limiter of background jobs
 // since the array started (tests only).
 func (a *Array) Charged() int64 { return a.charged.Load() }
+
+// ChecksumVerifier returns the CopyVerifier an array with checksums
+// installs for its scrubs (tests only).
+func ChecksumVerifier(a *Array) CopyVerifier { return csumVerifier{a} }

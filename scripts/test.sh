@@ -23,6 +23,22 @@ if [ ${#need[@]} -gt 0 ]; then
 	fi
 fi
 
+# The kernel tests (tests/kernel_test.go) boot Debian's cloud kernel under
+# QEMU (TCG); RAIDD_REQUIRE_KERNEL=1 makes them fail, not skip, when
+# something they need is missing.
+kneed=()
+for tool in qemu-system-x86_64:qemu-system-x86 nbd-client:nbd-client busybox:busybox-static mke2fs:e2fsprogs; do
+	command -v "${tool%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${tool%%:*}" ] || kneed+=("${tool#*:}")
+done
+ls /boot/vmlinuz-*-cloud-amd64 >/dev/null 2>&1 || kneed+=(linux-image-cloud-amd64)
+if [ ${#kneed[@]} -gt 0 ]; then
+	echo "== installing ${kneed[*]}"
+	sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${kneed[@]}" >/dev/null
+fi
+export RAIDD_REQUIRE_KERNEL=1
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

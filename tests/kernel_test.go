@@ -289,14 +289,18 @@ func advertised(t *testing.T, uri string) exportInfo {
 }
 
 // writeConfig writes raidd's configuration: every array with its current
-// members (the spare in role 1 once the rebuild scenario added it). The
-// rebuild rate is capped so that a rebuild lasts long enough for the
-// guest's writes to overlap it.
+// members (the spare in role 1 once the rebuild scenario added it). Until
+// then the rebuild rate is capped, so that a rebuild lasts long enough for
+// the guest's writes to overlap it; after it, the resync that follows the
+// crash runs at full speed.
 func (r *kernelRun) writeConfig() error {
 	var b strings.Builder
 	b.WriteString("shutdown_timeout: 5s\narrays:\n")
 	for _, a := range r.arrays {
-		fmt.Fprintf(&b, "  - name: %s\n    rebuild_min_rate: 1MiB\n    rebuild_max_rate: 1MiB\n    members: [%s]\n", a.name, strings.Join(a.current(), ", "))
+		fmt.Fprintf(&b, "  - name: %s\n    members: [%s]\n", a.name, strings.Join(a.current(), ", "))
+		if a.spare() == "" {
+			b.WriteString("    rebuild_min_rate: 1MiB\n    rebuild_max_rate: 1MiB\n")
+		}
 	}
 	return os.WriteFile(r.cfg, []byte(b.String()), 0o600)
 }

@@ -34,6 +34,10 @@ const nbdUnit = "contrib/systemd/raidd-nbd@.service"
 // hang guard, not a performance bound: the run's times are logged.
 const kernelTimeout = 10 * time.Minute
 
+// kernelQuiet is how long the guest may stay silent before the test logs
+// raidd's view of the NBD connections (no step takes that long normally).
+const kernelQuiet = 20 * time.Second
+
 // kernelScenarios lists, in the order the guest runs them, every step each
 // array must report; a step missing from the guest's report fails.
 var kernelScenarios = []struct {
@@ -188,8 +192,27 @@ func TestKernel(t *testing.T) {
 		}
 		close(lines)
 	}()
-	for line := range lines {
-		r.handle(line)
+	// A guest silent for kernelQuiet gets the host's side of its NBD
+	// connections logged once, to tell a request raidd holds from one that
+	// never reached it.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, logged := time.Now(), false
+recv:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break recv
+			}
+			last, logged = time.Now(), false
+			r.handle(line)
+		case <-tick.C:
+			if !logged && time.Since(last) > kernelQuiet {
+				logged = true
+				r.logStall(time.Since(last))
+			}
+		}
 	}
 	qerr := <-qemuDone
 	console.flush()
@@ -217,6 +240,18 @@ func TestKernel(t *testing.T) {
 	for _, a := range r.arrays {
 		assertClean(t, a.current()...)
 	}
+}
+
+// logStall logs raidd's NBD counters and the host's TCP sockets of the
+// guest's connections (queued bytes in either direction).
+func (r *kernelRun) logStall(quiet time.Duration) {
+	out, _ := exec.Command(raiddBin, "status", "--json", "--control", r.cur().ctrl).Output()
+	var st struct {
+		NBD json.RawMessage `json:"nbd"`
+	}
+	_ = json.Unmarshal(out, &st)
+	ss, err := exec.Command("ss", "-tnoi", fmt.Sprintf("( sport = :%d )", r.port)).CombinedOutput()
+	r.t.Logf("the guest has been silent for %v; raidd's NBD counters: %s\nss (err %v):\n%s", quiet.Round(time.Second), st.NBD, err, ss)
 }
 
 // spare is the member that replaced role 1 in the rebuild scenario.
@@ -299,7 +334,7 @@ func (r *kernelRun) writeConfig() error {
 	for _, a := range r.arrays {
 		fmt.Fprintf(&b, "  - name: %s\n    members: [%s]\n", a.name, strings.Join(a.current(), ", "))
 		if a.spare() == "" {
-			b.WriteString("    rebuild_min_rate: 1MiB\n    rebuild_max_rate: 1MiB\n")
+			b.WriteString("    rebuild_min_rate: 512KiB\n    rebuild_max_rate: 512KiB\n")
 		}
 	}
 	return os.WriteFile(r.cfg, []byte(b.String()), 0o600)

@@ -63,7 +63,8 @@ type Array struct {
 	cancel           context.CancelFunc // cancels ctx: Close, the parent of background jobs
 	opPool           sync.Pool
 	bufPool          sync.Pool
-	widthPool        sync.Pool // stripe-width buffers for coalesced writes
+	widthPool        sync.Pool    // stripe-width buffers for coalesced writes
+	cache            *stripeCache // nil without one (see stripecache.go)
 
 	// Lifecycle (see enter, goBackground and Close). closed is set under
 	// lifeMu and read atomically; bg.Add is only called under lifeMu while
@@ -183,6 +184,13 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 	width := geo.StripeWidth()
 	a.widthPool.New = func() any { b := make([]byte, width); return &b }
 	a.coalesce = a.traits.Coalesce && !o.NoCoalesce
+	if a.traits.Coalesce && o.StripeCache > 0 && !o.ReadOnly {
+		limit, delay := o.StripeCache, o.StripeCacheDelay
+		if delay == 0 {
+			delay = DefaultStripeCacheDelay
+		}
+		a.cache = newStripeCache(width, limit, delay)
+	}
 	for i := range a.gq {
 		a.gq[i].notify = make(chan struct{}, 1)
 	}
@@ -236,6 +244,9 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 		a.goBackground(func() { a.cleaner(ctx) })
 	}
 	a.startScrubs(ctx)
+	if a.cache != nil {
+		a.goBackground(func() { a.cacheFlusher(ctx) })
+	}
 	a.lockConfig()
 	defer a.unlockConfig()
 	if resume != nil {
@@ -389,6 +400,9 @@ func (a *Array) Close() error {
 		return ErrClosed
 	}
 	var errs []error
+	if err := a.flushCache(); err != nil {
+		errs = append(errs, err)
+	}
 	if !a.readOnly && !a.view.Load().failed {
 		if err := a.tryClean(); err != nil {
 			errs = append(errs, err)

@@ -27,24 +27,30 @@ func TestCrash(t *testing.T) {
 	shapes := []struct {
 		level stripe.Level
 		n     int
-	}{{stripe.RAID0, 2}, {stripe.RAID1, 2}, {stripe.RAID5, 3}, {stripe.RAID5, 4}, {stripe.RAID6, 4}, {stripe.RAID6, 5}, {stripe.RAID10, 3}}
+		cache bool // with a stripe cache: unflushed cached writes may be lost, flushed ones never
+	}{{stripe.RAID0, 2, false}, {stripe.RAID1, 2, false}, {stripe.RAID5, 3, false}, {stripe.RAID5, 4, false}, {stripe.RAID6, 4, false}, {stripe.RAID6, 5, false}, {stripe.RAID10, 3, false},
+		{stripe.RAID5, 3, true}, {stripe.RAID5, 4, true}, {stripe.RAID6, 5, true}}
 	for _, s := range shapes {
-		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
+		name := fmt.Sprintf("%s/members=%d", s.level, s.n)
+		if s.cache {
+			name += "/cache"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			for trial := 0; trial < 6; trial++ {
-				crashTrial(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n))
+				crashTrial(t, s.level, s.n, s.cache, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n))
 			}
 		})
 	}
 }
 
-func crashTrial(t *testing.T, level stripe.Level, n int, seed int64) {
-	crashTrialOpts(t, level, n, seed, false)
+func crashTrial(t *testing.T, level stripe.Level, n int, cache bool, seed int64) {
+	crashTrialOpts(t, level, n, seed, false, cache)
 }
 
 // crashTrialOpts is crashTrial, with per-block checksums when checksums is
-// set (see TestCrashChecksums).
-func crashTrialOpts(t *testing.T, level stripe.Level, n int, seed int64, checksums bool) {
+// set (see TestCrashChecksums) and a stripe cache when cache is.
+func crashTrialOpts(t *testing.T, level stripe.Level, n int, seed int64, checksums, cache bool) {
 	const chunk = 16 << 10
 	const rows = 32
 	const region = 4 * chunk // 8 bitmap regions
@@ -57,6 +63,13 @@ func crashTrialOpts(t *testing.T, level stripe.Level, n int, seed int64, checksu
 		devs[i] = raid.Device{Path: fmt.Sprint("crash", i), Member: keep{membertest.Inject(cs[i], power)}}
 	}
 	opts := raid.Options{CleanDelay: -1}
+	if cache {
+		// Room for a few stripes, so that it also fills; the deadline
+		// (real time) writes some stripes out during the run, and the cut
+		// finds others still cached.
+		opts.StripeCache = 4 * chunk * int64(n)
+		opts.StripeCacheDelay = time.Millisecond
+	}
 	a, err := raid.Create(devs, raid.CreateOptions{Name: "crash", Level: level, Chunk: chunk, BitmapRegion: region, Checksums: checksums}, opts)
 	require.NoError(t, err, "seed %d", seed)
 	geo := a.Geometry()
@@ -167,7 +180,7 @@ func TestCrashChecksums(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
 			t.Parallel()
 			for trial := 0; trial < 4; trial++ {
-				crashTrialOpts(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n), true)
+				crashTrialOpts(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n), true, false)
 			}
 		})
 	}

@@ -51,13 +51,19 @@ func (a *Array) read(p []byte, off int64) (int, error) {
 		a.locks.RLock(first, last)
 		op.v, op.locked = a.view.Load(), true
 	}
-	if a.traits.LockDegradedReads && op.v.Degraded() {
+	// A read of bytes held in the stripe cache takes them too, so that the
+	// cached pieces cannot be written out (and dropped) between the member
+	// reads and the copy of the cached bytes over them.
+	if (a.traits.LockDegradedReads && op.v.Degraded()) || (a.cache != nil && a.cache.cached(off, int64(len(p)), first, last)) {
 		lock()
 	}
 	err := a.layout.ReadAt(op, p, off)
 	if errors.Is(err, errNeedLock) && !op.locked {
 		lock()
 		err = a.layout.ReadAt(op, p, off)
+	}
+	if err == nil && op.locked && a.cache != nil {
+		a.cache.overlay(p, off, first, last)
 	}
 	if op.settle() {
 		a.handleFailures(op) // before unlocking: the failure is recorded first
@@ -174,6 +180,9 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	first, last := a.geo.StripeRange(off, n)
 	if kind == wkData {
 		a.stats.clientWritten.Add(n)
+		if a.cache != nil {
+			return a.writeCached(p, off, first, last, fua)
+		}
 		if a.coalescable(off, n, first, last) {
 			return a.writeGathered(p, off, first, fua)
 		}
@@ -191,6 +200,11 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	op.cause = causeZero
 	if kind == wkData {
 		op.cause = causeWrite
+	}
+	// Cached pieces of these stripes go out first: the discard or zeroes
+	// must land over them, not under them.
+	if err := a.writeOutLocked(op, first, last); err != nil {
+		return a.finishWrite(op, err)
 	}
 	var err error
 	switch kind {
@@ -257,6 +271,14 @@ func (a *Array) Sync() error {
 		return err
 	}
 	defer a.leave()
+	// Every stripe cached before this call is written out first. A stripe
+	// whose write-out failed is reported here (the array recorded the
+	// member failures; it fails only if the array has).
+	var cacheErr error
+	if a.cache != nil {
+		_ = a.flushCache() // its failures are recorded, and taken here
+		cacheErr = a.cache.takeErr()
+	}
 	op := a.getOp()
 	defer a.putOp(op)
 	if op.v.failed {
@@ -277,7 +299,7 @@ func (a *Array) Sync() error {
 			return errors.Join(ErrFailed, op.memberErrors())
 		}
 	}
-	return nil
+	return cacheErr
 }
 
 // CanFastZero reports whether WriteZeroes without NO_HOLE is cheaper than

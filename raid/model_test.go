@@ -85,16 +85,26 @@ func TestModel(t *testing.T) {
 	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID1, stripe.RAID5, stripe.RAID6, stripe.RAID10} {
 		for _, n := range validShapes()[level] {
 			for _, chunk := range chunkList {
-				name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					t.Cleanup(func() {
-						if t.Failed() {
-							t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModel$/^%s$' ./raid", seed, name)
-						}
+				// Parity levels run with and without the stripe cache.
+				caches := []bool{false}
+				if level == stripe.RAID5 || level == stripe.RAID6 {
+					caches = append(caches, true)
+				}
+				for _, cache := range caches {
+					name := fmt.Sprintf("%s/chunk=%dK/members=%d", level, chunk>>10, n)
+					if cache {
+						name += "/cache"
+					}
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						t.Cleanup(func() {
+							if t.Failed() {
+								t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModel$/^%s$' ./raid", seed, name)
+							}
+						})
+						runModel(t, level, n, chunk, cache, subSeed(seed, name), *modelCsum)
 					})
-					runModel(t, level, n, chunk, subSeed(seed, name), *modelCsum)
-				})
+				}
 			}
 		}
 	}
@@ -118,7 +128,7 @@ func TestModelChecksums(t *testing.T) {
 						t.Logf("replay this case: RAIDD_SEED=%d go test -run '^TestModelChecksums$/^%s$' ./raid", seed, name)
 					}
 				})
-				runModel(t, level, n, chunk, subSeed(seed, name), true)
+				runModel(t, level, n, chunk, false, subSeed(seed, name), true)
 			})
 		}
 	}
@@ -131,6 +141,7 @@ type model struct {
 	r     *rig
 	a     *raid.Array
 	clk   *clock.Fake
+	opts  raid.Options
 	data  []byte
 	geo   stripe.Geometry
 	// Rig indexes: inArray were handed to the array (members, spares, failed
@@ -280,17 +291,25 @@ func genOps(seed int64, geo stripe.Geometry, count int) []modelOp {
 	return ops
 }
 
-func runModel(t *testing.T, level stripe.Level, n int, chunk int64, seed int64, checksums bool) {
+func runModel(t *testing.T, level stripe.Level, n int, chunk int64, cache bool, seed int64, checksums bool) {
 	rows := int64(6)
 	if chunk >= 1<<20 {
 		rows = 3
 	}
 	r := newRig(n+poolSize, memberSizeFor(chunk, rows)+chunk/2+csumRoom(checksums)) // a ragged tail is ignored
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk, Checksums: checksums},
-		modelOptions(chunk, clk))
+	opts := modelOptions(chunk, clk)
+	if cache {
+		// Room for about half the array's stripes, so that the cache
+		// fills and partial writes also bypass it; the delay is a few
+		// operations' ticks, so stripes stay cached across reads,
+		// failures, replacements and FUA writes.
+		opts.StripeCache = (rows/2 + 1) * chunk * int64(n)
+		opts.StripeCacheDelay = 5 * time.Millisecond
+	}
+	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "model", Level: level, Chunk: chunk, BitmapRegion: 2 * chunk, Checksums: checksums}, opts)
 	require.NoError(t, err)
-	m := &model{t: t, level: level, chunk: chunk, r: r, a: a, clk: clk,
+	m := &model{t: t, level: level, chunk: chunk, r: r, a: a, clk: clk, opts: opts,
 		data: make([]byte, a.Size()), geo: a.Geometry(), inArray: map[int]bool{}, failing: map[int]bool{}, next: n}
 	for k := 0; k < n; k++ {
 		m.inArray[k] = true
@@ -580,7 +599,7 @@ func (m *model) reassemble(i int, seed int64) {
 		devs = append(devs, m.r.devs[k])
 	}
 	rng.Shuffle(len(devs), func(a, b int) { devs[a], devs[b] = devs[b], devs[a] })
-	a, err := raid.Assemble(devs, modelOptions(m.chunk, m.clk))
+	a, err := raid.Assemble(devs, m.opts)
 	require.NoError(m.t, err, "op %d assemble", i)
 	m.a = a
 	st := a.Status()

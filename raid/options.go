@@ -42,6 +42,19 @@ type Options struct {
 	// NoCoalesce disables gathering concurrent partial-stripe writes to the
 	// same RAID5 stripe into one write (see coalesce.go).
 	NoCoalesce bool
+	// StripeCache is the memory, in bytes, of the stripe cache of parity
+	// levels (RAID5, RAID6; see stripecache.go): partial-stripe pieces of
+	// writes are held there, acknowledged, until their stripe is complete
+	// (then written as a full stripe, with no reads), StripeCacheDelay
+	// passes, the cache fills, or a FLUSH or FUA arrives. 0 disables the
+	// cache: every write is on the members before it is acknowledged, and
+	// concurrent partial writes of one stripe are gathered instead (see
+	// NoCoalesce). raidd serve uses DefaultStripeCache. A cache smaller
+	// than one stripe width is disabled.
+	StripeCache int64
+	// StripeCacheDelay is how long a partial stripe may stay cached. 0
+	// means DefaultStripeCacheDelay.
+	StripeCacheDelay time.Duration
 	// ForceAssemble lets Assemble start an array that has lost more members
 	// than its level tolerates, by trusting the freshest left-out members
 	// whose data is intact (mdadm --assemble --force); see Assemble.
@@ -91,6 +104,12 @@ func (o Options) Validate() error {
 	if o.ChecksumCache < 0 {
 		errs = append(errs, fmt.Errorf("%w: ChecksumCache is %d, want >= 0", ErrConfig, o.ChecksumCache))
 	}
+	if o.StripeCache < 0 {
+		errs = append(errs, fmt.Errorf("%w: StripeCache is %d, want >= 0 (0 disables it)", ErrConfig, o.StripeCache))
+	}
+	if o.StripeCacheDelay < 0 {
+		errs = append(errs, fmt.Errorf("%w: StripeCacheDelay is %v, want >= 0", ErrConfig, o.StripeCacheDelay))
+	}
 	if o.RebuildMinRate < 0 || o.RebuildMaxRate < 0 {
 		errs = append(errs, fmt.Errorf("%w: rebuild rates must be >= 0 (min %d, max %d)", ErrConfig, o.RebuildMinRate, o.RebuildMaxRate))
 	}
@@ -102,6 +121,13 @@ func (o Options) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Stripe cache defaults: the size raidd serve uses unless configured
+// (Options.StripeCache), and the delay when Options.StripeCacheDelay is 0.
+const (
+	DefaultStripeCache      = 64 << 20
+	DefaultStripeCacheDelay = 5 * time.Millisecond
+)
 
 // CreateOptions describe a new array.
 type CreateOptions struct {

@@ -35,8 +35,9 @@ type Status struct {
 	LastScrub *ScrubStatus `json:"last_scrub,omitempty"`
 	// LastScrubFinished is when the last scrub finished, as the
 	// superblocks record it (it survives restarts); zero if never.
-	LastScrubFinished time.Time     `json:"last_scrub_finished,omitzero"`
-	Bitmap            *BitmapStatus `json:"bitmap,omitempty"`
+	LastScrubFinished time.Time          `json:"last_scrub_finished,omitzero"`
+	Bitmap            *BitmapStatus      `json:"bitmap,omitempty"`
+	StripeCache       *StripeCacheStatus `json:"stripe_cache,omitempty"`
 	// Checksums describes the per-block checksums; nil without them.
 	Checksums *ChecksumStatus `json:"checksums,omitempty"`
 	Devices   []MemberStatus  `json:"members"`
@@ -74,6 +75,21 @@ type BitmapStatus struct {
 	Region  int64 `json:"region_bytes"`
 	Regions int64 `json:"regions"`
 	Dirty   int   `json:"dirty_regions"`
+}
+
+// StripeCacheStatus describes the stripe cache of a parity array (see
+// Options.StripeCache).
+type StripeCacheStatus struct {
+	Limit   int64 `json:"limit_bytes"`    // memory it may use
+	Bytes   int64 `json:"bytes"`          // stripe buffers holding cached data
+	Stripes int64 `json:"cached_stripes"` // stripes with cached data
+	// FullStripeWrites counts cached stripes written out complete (no
+	// reads); PartialWriteouts the others (by deadline, memory pressure,
+	// FLUSH, FUA, TRIM or WRITE_ZEROES); Bypassed counts partial-stripe
+	// pieces written at once because the cache was full.
+	FullStripeWrites int64 `json:"full_stripe_writes"`
+	PartialWriteouts int64 `json:"partial_writeouts"`
+	Bypassed         int64 `json:"bypassed"`
 }
 
 // MemberStatus describes one member or missing role.
@@ -188,6 +204,11 @@ func (a *Array) Status() Status {
 		st.Bitmap = &BitmapStatus{Region: b.region, Regions: b.n, Dirty: len(b.dirtyRegions())}
 	}
 	st.Checksums = a.checksumStatus()
+	if c := a.cache; c != nil {
+		n, full := c.count.Load(), c.full.Load()
+		st.StripeCache = &StripeCacheStatus{Limit: int64(c.max) * c.width, Bytes: n * c.width, Stripes: n,
+			FullStripeWrites: full, PartialWriteouts: c.flushes.Load() - full, Bypassed: c.bypass.Load()}
+	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}
 	for _, mi := range meta.Members {

@@ -1,0 +1,493 @@
+package raid
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The stripe cache of parity RAID (md's stripe cache). A partial-stripe
+// write costs reads and a parity update; a stream whose requests do not
+// line up with the stripe width pays that at both ends of every request.
+// So the partial-stripe pieces of client writes are copied into a
+// stripe-width buffer per stripe and acknowledged; the stripe is written
+// to the members when
+//
+//   - it is complete: one full-stripe write, no reads (inline, by the
+//     write that completed it);
+//   - its deadline passes (Options.StripeCacheDelay after the stripe was
+//     first cached), or the cache is more than three quarters full (the
+//     oldest go first): by the flusher, as the partial writes they are;
+//   - a FLUSH (Sync), a FUA write to the stripe, a TRIM or WRITE_ZEROES
+//     overlapping it, or Close: before that call returns.
+//
+// Only FLUSH and FUA promise durability (NBD), so holding acknowledged
+// writes in memory is allowed; a crash loses what is cached, never what a
+// FLUSH or a FUA made durable.
+//
+// Invariants:
+//   - An entry is changed, written out and removed only under its stripe's
+//     lock; it is removed only after its member writes returned. A reader
+//     that finds no entry for a stripe therefore finds its data on the
+//     members; a reader that finds one takes the stripe's read lock and
+//     copies the cached bytes over what the members returned.
+//   - Every write that reaches the members (cached or not) is ordered
+//     against the cached pieces of its stripe: a full-stripe write drops
+//     the entry it supersedes; any other write merges into the entry or
+//     writes it out first.
+//   - Memory is bounded: at most limit/width buffers are ever allocated
+//     (lazily, then reused). When none is free a partial write goes to the
+//     members at once, as without a cache.
+//   - A member failure while stripes are cached loses nothing: the data is
+//     in memory, and is written around the failed member like any write.
+
+// span is a byte range [lo, hi) within a stripe.
+type span struct{ lo, hi int64 }
+
+// centry is one cached stripe.
+type centry struct {
+	stripe     int64
+	buf        []byte // stripe width; valid where runs say
+	runs       []span // sorted, disjoint, not touching
+	valid      int64  // bytes covered by runs
+	born       time.Time
+	prev, next *centry // age list, oldest first
+}
+
+func (e *centry) add(lo, hi int64) {
+	out := e.runs[:0:0]
+	placed := false
+	for _, r := range e.runs {
+		switch {
+		case r.hi < lo:
+			out = append(out, r)
+		case r.lo > hi:
+			if !placed {
+				out = append(out, span{lo, hi})
+				placed = true
+			}
+			out = append(out, r)
+		default: // overlaps or touches: merge
+			lo, hi = min(lo, r.lo), max(hi, r.hi)
+		}
+	}
+	if !placed {
+		out = append(out, span{lo, hi})
+	}
+	e.runs = out
+	e.valid = 0
+	for _, r := range out {
+		e.valid += r.hi - r.lo
+	}
+}
+
+type stripeCache struct {
+	width int64
+	delay time.Duration
+	max   int // buffers at most
+
+	mu         sync.Mutex
+	entries    map[int64]*centry
+	head, tail *centry
+	free       [][]byte
+	allocated  int
+	err        error // a write-out failed since the last Sync
+	wake       chan struct{}
+
+	count   atomic.Int64 // entries, read without mu on the read path
+	flushes atomic.Int64 // stripes written out
+	full    atomic.Int64 // of which complete (full-stripe, no reads)
+	bypass  atomic.Int64 // partial writes sent to the members because the cache was full
+}
+
+func newStripeCache(width, limit int64, delay time.Duration) *stripeCache {
+	n := limit / width
+	if n <= 0 {
+		return nil
+	}
+	return &stripeCache{width: width, delay: delay, max: int(n), entries: map[int64]*centry{}, wake: make(chan struct{}, 1)}
+}
+
+// get returns the entry of stripe s, or nil. Callers hold mu.
+func (c *stripeCache) get(s int64) *centry { return c.entries[s] }
+
+// put copies p into stripe s at in-stripe offset lo, creating the entry if
+// needed. It returns the entry, or nil when a new entry was needed and no
+// buffer is free. The caller holds the stripe lock.
+func (c *stripeCache) put(s, lo int64, p []byte, now time.Time) *centry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[s]
+	if e == nil {
+		var buf []byte
+		switch {
+		case len(c.free) > 0:
+			buf = c.free[len(c.free)-1]
+			c.free = c.free[:len(c.free)-1]
+		case c.allocated < c.max:
+			buf = make([]byte, c.width)
+			c.allocated++
+		default:
+			return nil
+		}
+		e = &centry{stripe: s, buf: buf, born: now}
+		e.prev = c.tail
+		if c.tail != nil {
+			c.tail.next = e
+		} else {
+			c.head = e
+		}
+		c.tail = e
+		c.entries[s] = e
+		if c.count.Add(1) == 1 {
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	copy(e.buf[lo:], p)
+	e.add(lo, lo+int64(len(p)))
+	return e
+}
+
+// remove drops the entry of stripe s, if any. The caller holds the stripe
+// lock.
+func (c *stripeCache) remove(s int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[s]
+	if e == nil {
+		return
+	}
+	delete(c.entries, s)
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+	c.free = append(c.free, e.buf)
+	*e = centry{}
+	c.count.Add(-1)
+}
+
+// cached reports whether bytes of [off, off+n) (stripes first..last) are
+// in the cache.
+func (c *stripeCache) cached(off, n, first, last int64) bool {
+	if c.count.Load() == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := false
+	c.each(first, last, func(e *centry) {
+		base := e.stripe * c.width
+		for _, r := range e.runs {
+			if base+r.lo < off+n && base+r.hi > off {
+				found = true
+			}
+		}
+	})
+	return found
+}
+
+// each calls fn for the entries of stripes first..last. Callers hold mu.
+func (c *stripeCache) each(first, last int64, fn func(*centry)) {
+	if last-first+1 <= int64(len(c.entries)) {
+		for s := first; s <= last; s++ {
+			if e := c.entries[s]; e != nil {
+				fn(e)
+			}
+		}
+		return
+	}
+	for s, e := range c.entries {
+		if s >= first && s <= last {
+			fn(e)
+		}
+	}
+}
+
+// stripes appends to dst the cached stripes among first..last, in
+// ascending order.
+func (c *stripeCache) stripes(dst []int64, first, last int64) []int64 {
+	if c.count.Load() == 0 {
+		return dst
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last-first+1 <= int64(len(c.entries)) {
+		for s := first; s <= last; s++ {
+			if c.entries[s] != nil {
+				dst = append(dst, s)
+			}
+		}
+		return dst
+	}
+	n := len(dst)
+	for s := range c.entries {
+		if s >= first && s <= last {
+			dst = append(dst, s)
+		}
+	}
+	slices.Sort(dst[n:])
+	return dst
+}
+
+// overlay copies the cached bytes of [off, off+len(p)) into p. The caller
+// holds the read locks of the stripes.
+func (c *stripeCache) overlay(p []byte, off, first, last int64) {
+	if c.count.Load() == 0 {
+		return
+	}
+	end := off + int64(len(p))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.each(first, last, func(e *centry) {
+		base := e.stripe * c.width
+		for _, r := range e.runs {
+			lo, hi := max(base+r.lo, off), min(base+r.hi, end)
+			if lo < hi {
+				copy(p[lo-off:hi-off], e.buf[lo-base:hi-base])
+			}
+		}
+	})
+}
+
+// due appends the stripes the flusher should write out now: those past
+// their deadline and, while more than three quarters of the buffers are in
+// use, the oldest others.
+func (c *stripeCache) due(dst []int64, now time.Time) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	over := len(c.entries) - c.max*3/4
+	for e := c.head; e != nil; e = e.next {
+		if now.Sub(e.born) >= c.delay {
+			dst = append(dst, e.stripe)
+		} else if over > 0 {
+			dst = append(dst, e.stripe)
+		} else {
+			break
+		}
+		over--
+	}
+	return dst
+}
+
+// setErr records a failed write-out for the next Sync.
+func (c *stripeCache) setErr(err error) {
+	c.mu.Lock()
+	c.err = errors.Join(c.err, err)
+	c.mu.Unlock()
+}
+
+// takeErr returns and clears the recorded write-out failures.
+func (c *stripeCache) takeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.err
+	c.err = nil
+	return err
+}
+
+// writeCached serves a data write through the stripe cache. The caller
+// has done the dirty and bitmap marking of the whole range. Whole stripes
+// go to the members at once (superseding what is cached of them); the
+// partial ones are cached and written out when they are complete, or at
+// once for FUA.
+func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
+	c := a.cache
+	a.locks.Lock(first, last)
+	defer a.locks.Unlock(first, last)
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked, op.cause = true, causeWrite
+	if op.v.failed {
+		return ErrFailed
+	}
+	w := c.width
+	end := off + int64(len(p))
+	now := a.clock.Now()
+	var err error
+	for pos := off; pos < end && err == nil; {
+		s := pos / w
+		base := s * w
+		if pos == base && end-pos >= w {
+			// Whole stripes: drop what they supersede, write them.
+			fullEnd := pos + (end-pos)/w*w
+			for t := s; t < fullEnd/w; t++ {
+				c.remove(t)
+			}
+			err = a.layout.WriteAt(op, p[pos-off:fullEnd-off], pos)
+			pos = fullEnd
+			continue
+		}
+		k := min(end, base+w) - pos
+		piece := p[pos-off : pos-off+k]
+		var e *centry
+		if fua {
+			c.mu.Lock()
+			e = c.get(s)
+			c.mu.Unlock()
+			if e != nil {
+				c.put(s, pos-base, piece, now)
+			}
+		} else {
+			e = c.put(s, pos-base, piece, now)
+		}
+		switch {
+		case e == nil:
+			// Nothing cached of s and no room (or FUA): write it now.
+			if !fua {
+				c.bypass.Add(1)
+			}
+			err = a.layout.WriteAt(op, piece, pos)
+		case fua || e.valid == w:
+			err = a.writeOut(op, s)
+		}
+		pos += k
+	}
+	if err == nil && fua {
+		a.syncTouched(op)
+	}
+	return a.finishWrite(op, err)
+}
+
+// writeOut writes the cached pieces of stripe s to the members and drops
+// the entry. The caller holds the stripe lock and op is locked.
+func (a *Array) writeOut(op *Op, s int64) error {
+	c := a.cache
+	c.mu.Lock()
+	e := c.get(s)
+	var runs []span
+	var buf []byte
+	if e != nil {
+		runs, buf = e.runs, e.buf
+	}
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	base := s * c.width
+	var err error
+	for _, r := range runs {
+		if err = a.layout.WriteAt(op, buf[r.lo:r.hi], base+r.lo); err != nil {
+			break
+		}
+	}
+	c.flushes.Add(1)
+	if len(runs) == 1 && runs[0].hi-runs[0].lo == c.width {
+		c.full.Add(1)
+	}
+	c.remove(s)
+	return err
+}
+
+// writeOutLocked writes out the cached stripes among first..last. The
+// caller holds their stripe locks.
+func (a *Array) writeOutLocked(op *Op, first, last int64) error {
+	if a.cache == nil {
+		return nil
+	}
+	var stack [8]int64
+	for _, s := range a.cache.stripes(stack[:0], first, last) {
+		if err := a.writeOut(op, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushStripes writes out the given cached stripes, each under its own
+// lock, as a write of its own (dirty marking, bitmap, failure handling).
+// The caller holds no stripe lock. Failures are returned and recorded for
+// the next Sync.
+func (a *Array) flushStripes(stripes []int64) error {
+	var errs error
+	for _, s := range stripes {
+		if err := a.flushStripe(s); err != nil {
+			a.cache.setErr(err)
+			errs = errors.Join(errs, err)
+		}
+	}
+	return errs
+}
+
+func (a *Array) flushStripe(s int64) error {
+	c := a.cache
+	c.mu.Lock()
+	e := c.get(s)
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	if err := a.beginWrite(); err != nil {
+		a.locks.Lock(s, s)
+		c.remove(s) // a failed array takes no writes
+		a.locks.Unlock(s, s)
+		return err
+	}
+	defer a.endWrite()
+	if err := a.markWrite(s, s); err != nil {
+		return err // kept: retried by the flusher or the next Sync
+	}
+	defer a.doneWrite(s, s)
+	a.locks.Lock(s, s)
+	defer a.locks.Unlock(s, s)
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked, op.cause = true, causeWrite
+	if op.v.failed {
+		c.remove(s)
+		return ErrFailed
+	}
+	return a.finishWrite(op, a.writeOut(op, s))
+}
+
+// flushCache writes out every stripe cached when it is called.
+func (a *Array) flushCache() error {
+	c := a.cache
+	if c == nil || c.count.Load() == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	all := make([]int64, 0, len(c.entries))
+	for s := range c.entries {
+		all = append(all, s)
+	}
+	c.mu.Unlock()
+	slices.Sort(all)
+	return a.flushStripes(all)
+}
+
+// cacheFlusher writes out stripes past their deadline, and the oldest
+// while the cache is more than three quarters full. It sleeps while the
+// cache is empty.
+func (a *Array) cacheFlusher(ctx context.Context) {
+	c := a.cache
+	var due []int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+		for c.count.Load() > 0 {
+			if a.clock.Sleep(ctx, max(c.delay/2, time.Millisecond/2)) != nil {
+				return
+			}
+			due = c.due(due[:0], a.clock.Now())
+			if len(due) > 0 {
+				_ = a.flushStripes(due) // recorded for the next Sync
+			}
+		}
+	}
+}

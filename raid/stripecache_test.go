@@ -1,0 +1,281 @@
+package raid_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member/membertest"
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/clock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// cacheRig builds a parity array with a stripe cache on a fake clock, so
+// that nothing is written out by deadline unless the test moves the clock.
+func cacheRig(t *testing.T, level stripe.Level, n int, chunk, rows, cache int64) (*rig, *raid.Array, *clock.Fake, raid.Options) {
+	t.Helper()
+	r := newRig(n, memberSizeFor(chunk, rows))
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	o := raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: cache, StripeCacheDelay: 5 * time.Millisecond}, clk)
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "cache", Level: level, Chunk: chunk}, o)
+	return r, a, clk, o
+}
+
+func (r *rig) faulty(i int) *membertest.Faulty {
+	return r.devs[i].Member.(keep).Member.(*membertest.Faulty)
+}
+
+func (r *rig) memberReads() int64 {
+	var n int64
+	for i := range r.devs {
+		n += r.faulty(i).Stats().Reads
+	}
+	return n
+}
+
+func readAll(t *testing.T, a *raid.Array) []byte {
+	t.Helper()
+	p := make([]byte, a.Size())
+	_, err := a.ReadAt(p, 0)
+	require.NoError(t, err)
+	return p
+}
+
+// TestStripeCacheReads: partial-stripe writes are acknowledged from the
+// cache without member writes, and every read, whether it covers cached
+// bytes only, cached and member bytes, or several stripes, sees them. A
+// Sync writes them out.
+func TestStripeCacheReads(t *testing.T) {
+	const chunk = 4 << 10
+	for _, level := range []stripe.Level{stripe.RAID5, stripe.RAID6} {
+		t.Run(level.String(), func(t *testing.T) {
+			_, a, _, _ := cacheRig(t, level, 5, chunk, 8, 1<<20)
+			width := a.Geometry().StripeWidth()
+			want := make([]byte, a.Size())
+			randomBytes(want[:2*width], 1)
+			_, err := a.WriteAt(want[:2*width], 0) // two full stripes: written at once
+			require.NoError(t, err)
+			base := a.Status().Stats.MemberBytesWritten
+			for _, w := range [][2]int64{{100, 5000}, {width + 7, 3 * chunk}, {2*width + chunk, 1}, {3*width - 10, 20}} {
+				p := make([]byte, w[1])
+				randomBytes(p, w[0])
+				_, err := a.WriteAt(p, w[0])
+				require.NoError(t, err)
+				copy(want[w[0]:], p)
+			}
+			st := a.Status()
+			assert.Equal(t, base, st.Stats.MemberBytesWritten, "partial-stripe writes stay in the cache")
+			assert.Equal(t, int64(4), st.StripeCache.Stripes)
+			for _, rd := range [][2]int64{{100, 5000}, {0, 4 * width}, {width, 1}, {width + 6, 3}, {3*width - 11, 12}, {2*width + chunk - 1, 3}} {
+				p := make([]byte, rd[1])
+				_, err := a.ReadAt(p, rd[0])
+				require.NoError(t, err)
+				assert.Equal(t, want[rd[0]:rd[0]+rd[1]], p, "read [%d,+%d)", rd[0], rd[1])
+			}
+			require.NoError(t, a.Sync())
+			st = a.Status()
+			assert.Zero(t, st.StripeCache.Stripes, "Sync writes out every cached stripe")
+			assert.Greater(t, st.Stats.MemberBytesWritten, base)
+			assert.Equal(t, want, readAll(t, a))
+		})
+	}
+}
+
+// TestStripeCacheFullStripes: a stream of writes that do not line up with
+// the stripe width (each request crosses a stripe boundary) reaches the
+// members as full stripes: no member reads at all, and the write
+// amplification of parity alone. Without the cache the same stream costs
+// reads and more parity writes.
+func TestStripeCacheFullStripes(t *testing.T) {
+	const chunk = 4 << 10
+	const rows = 24
+	run := func(t *testing.T, cache int64) (raid.Stats, int64) {
+		r, a, _, _ := cacheRig(t, stripe.RAID5, 4, chunk, rows, cache)
+		width := a.Geometry().StripeWidth() // 12 KiB
+		req := int64(16 << 10)              // does not divide the width
+		data := make([]byte, rows*width)
+		randomBytes(data, 7)
+		before := r.memberReads()
+		for off := int64(0); off < int64(len(data)); off += req {
+			end := min(off+req, int64(len(data)))
+			_, err := a.WriteAt(data[off:end], off)
+			require.NoError(t, err)
+		}
+		require.NoError(t, a.Sync())
+		reads := r.memberReads() - before
+		assert.Equal(t, data, readAll(t, a))
+		return a.Status().Stats, reads
+	}
+	on, onReads := run(t, 1<<20)
+	off, offReads := run(t, 0)
+	t.Logf("with cache: amplification %.3f, %d member reads; without: %.3f, %d member reads", on.WriteAmplification, onReads, off.WriteAmplification, offReads)
+	assert.Zero(t, onReads, "every stripe is written whole: no reads")
+	assert.InDelta(t, 4.0/3.0, on.WriteAmplification, 1e-9)
+	assert.Positive(t, offReads)
+	assert.Greater(t, off.WriteAmplification, on.WriteAmplification)
+}
+
+// TestStripeCacheFUA: a FUA write to a stripe with cached pieces writes the
+// stripe out with them and makes it durable; pieces of other stripes stay
+// cached, and a power cut may lose them but never what FUA or Sync made
+// durable.
+func TestStripeCacheFUA(t *testing.T) {
+	const chunk = 4 << 10
+	const n = 4
+	cs := make([]*membertest.Crashable, n)
+	devs := make([]raid.Device, n)
+	power := membertest.NewToggle(membertest.Always())
+	for i := range cs {
+		cs[i] = membertest.NewCrashable(memberSizeFor(chunk, 8))
+		devs[i] = raid.Device{Path: fmt.Sprint("fua", i), Member: keep{membertest.Inject(cs[i], power)}}
+	}
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	o := raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: 1 << 20}, clk)
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "fua", Level: stripe.RAID5, Chunk: chunk}, o)
+	require.NoError(t, err)
+	width := a.Geometry().StripeWidth()
+	synced := bytes.Repeat([]byte{1}, 100)
+	_, err = a.WriteAt(synced, 3*width+5) // stripe 3, cached, then synced
+	require.NoError(t, err)
+	require.NoError(t, a.Sync())
+	early := bytes.Repeat([]byte{2}, 100)
+	_, err = a.WriteAt(early, 10) // stripe 0, cached
+	require.NoError(t, err)
+	lost := bytes.Repeat([]byte{3}, 100)
+	_, err = a.WriteAt(lost, width+10) // stripe 1, cached, never flushed
+	require.NoError(t, err)
+	fua := bytes.Repeat([]byte{4}, 100)
+	_, err = a.WriteAtFUA(fua, 2000) // stripe 0 again, with FUA
+	require.NoError(t, err)
+	st := a.Status()
+	assert.Equal(t, int64(1), st.StripeCache.Stripes, "the FUA wrote its stripe out; stripe 1 stays cached")
+
+	powerCut(a, cs, power, 99)
+	b := assembleArray(t, devs, raid.Options{CleanDelay: -1})
+	waitIdle(t, b)
+	got := readAll(t, b)
+	assert.Equal(t, synced, got[3*width+5:3*width+105], "synced before the cut")
+	assert.Equal(t, fua, got[2000:2100], "FUA")
+	assert.Equal(t, early, got[10:110], "written out durably with the FUA write of its stripe")
+	assert.Equal(t, make([]byte, 100), got[width+10:width+110], "cached only: lost in the cut")
+}
+
+// TestStripeCacheMemberFailure: members that fail while stripes are cached
+// lose nothing. The cached pieces are read over degraded reads, written
+// around the failed member, and survive reassembly without it; a member
+// whose device fails during the write-out is failed and the write-out
+// completes on the others.
+func TestStripeCacheMemberFailure(t *testing.T) {
+	const chunk = 4 << 10
+	for _, level := range []stripe.Level{stripe.RAID5, stripe.RAID6} {
+		t.Run(level.String(), func(t *testing.T) {
+			r, a, _, o := cacheRig(t, level, 5, chunk, 8, 1<<20)
+			width := a.Geometry().StripeWidth()
+			want := make([]byte, a.Size())
+			write := func(off, n int64, seed int64) {
+				p := make([]byte, n)
+				randomBytes(p, seed)
+				_, err := a.WriteAt(p, off)
+				require.NoError(t, err)
+				copy(want[off:], p)
+			}
+			write(0, 4*width, 1)
+			write(chunk+3, chunk, 2)       // stripe 0
+			write(2*width+1, width-2, 3)   // stripe 2
+			write(5*width-chunk, chunk, 4) // stripe 4
+			require.Equal(t, int64(3), a.Status().StripeCache.Stripes)
+
+			require.NoError(t, a.FailMember(r.devs[1].Path), "the operator fails a member")
+			assert.Equal(t, want, readAll(t, a), "degraded reads see the cached pieces")
+			if level == stripe.RAID6 {
+				r.toggles[3].On() // a second member's device dies: noticed at the write-out
+			}
+			require.NoError(t, a.Sync())
+			st := a.Status()
+			assert.Zero(t, st.StripeCache.Stripes)
+			assert.False(t, st.Failed)
+			assert.Equal(t, want, readAll(t, a))
+			closeChecked(t, a)
+
+			var devs []raid.Device
+			for i, d := range r.devs {
+				if i != 1 && !(level == stripe.RAID6 && i == 3) {
+					devs = append(devs, d)
+				}
+			}
+			b := assembleArray(t, devs, o)
+			assert.True(t, b.Status().Degraded)
+			assert.Equal(t, want, readAll(t, b), "written around the failed members")
+		})
+	}
+}
+
+// TestStripeCacheDeadline: a partial stripe is written out by itself once
+// it has been cached for StripeCacheDelay.
+func TestStripeCacheDeadline(t *testing.T) {
+	const chunk = 4 << 10
+	_, a, clk, _ := cacheRig(t, stripe.RAID5, 3, chunk, 8, 1<<20)
+	_, err := a.WriteAt([]byte("cached for a while"), 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), a.Status().StripeCache.Stripes)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Status().StripeCache.Stripes != 0 {
+		require.True(t, time.Now().Before(deadline), "the flusher writes the stripe out after its deadline")
+		if clk.WaitSleepers(1, time.Millisecond) {
+			clk.Advance(time.Millisecond)
+		}
+	}
+	st := a.Status()
+	assert.Equal(t, int64(1), st.StripeCache.PartialWriteouts)
+	assert.Positive(t, st.Stats.MemberBytesWritten)
+}
+
+// TestStripeCacheBounded: the cache never holds more stripes than its
+// memory allows; when it is full, partial writes of other stripes go to the
+// members at once, and everything still reads back.
+func TestStripeCacheBounded(t *testing.T) {
+	const chunk = 4 << 10
+	_, a, _, _ := cacheRig(t, stripe.RAID5, 3, chunk, 16, 2*2*chunk) // two stripes
+	width := a.Geometry().StripeWidth()
+	want := make([]byte, a.Size())
+	for s := int64(0); s < 6; s++ {
+		p := make([]byte, 100)
+		randomBytes(p, s)
+		_, err := a.WriteAt(p, s*width+50)
+		require.NoError(t, err)
+		copy(want[s*width+50:], p)
+	}
+	st := a.Status().StripeCache
+	assert.Equal(t, int64(2), st.Stripes)
+	assert.Equal(t, 2*width, st.Limit)
+	assert.Equal(t, int64(4), st.Bypassed)
+	assert.Equal(t, want, readAll(t, a))
+}
+
+// TestStripeCacheDiscard: TRIM and WRITE_ZEROES over cached pieces win
+// over them, whichever part of the stripe they cover.
+func TestStripeCacheDiscard(t *testing.T) {
+	const chunk = 4 << 10
+	_, a, _, _ := cacheRig(t, stripe.RAID5, 4, chunk, 8, 1<<20)
+	width := a.Geometry().StripeWidth()
+	want := make([]byte, a.Size())
+	p := make([]byte, width-200)
+	randomBytes(p, 5)
+	for _, off := range []int64{100, width + 100, 2*width + 100} {
+		_, err := a.WriteAt(p, off)
+		require.NoError(t, err)
+		copy(want[off:], p)
+	}
+	require.NoError(t, a.Discard(0, width+300))
+	clear(want[:width+300])
+	require.NoError(t, a.WriteZeroes(2*width+1000, 10, true))
+	clear(want[2*width+1000 : 2*width+1010])
+	assert.Equal(t, want, readAll(t, a))
+	require.NoError(t, a.Sync())
+	assert.Equal(t, want, readAll(t, a))
+}

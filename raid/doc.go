@@ -28,6 +28,22 @@
 //     assemble.go (Create and Assemble), status.go and snapshot.go (Status),
 //     memberstats.go (per-device I/O error and repair counters, which
 //     Op.Run keeps without a lock through the View).
+//   - stripecache.go is the stripe cache of the parity levels
+//     (Options.StripeCache, Traits.Coalesce): partial-stripe pieces of
+//     writes are copied into one stripe-width buffer per stripe and
+//     acknowledged; a stripe goes to the members when it is complete (one
+//     full-stripe write, no reads), after Options.StripeCacheDelay, under
+//     memory pressure, or before a Sync, a FUA write, a discard or
+//     write-zeroes of it, and Close. It replaces coalesce.go's gathering
+//     (which only merges writes that wait for the same stripe lock at the
+//     same moment) when enabled. Its invariants: an entry changes, is
+//     written out and is dropped only under its stripe's lock, and is
+//     dropped only after its member writes returned; a read that overlaps
+//     cached bytes takes the read locks and copies them over what the
+//     members returned; at most StripeCache/width buffers ever exist. A
+//     crash loses cached data that no Sync or FUA covered, never what
+//     they made durable, and a failed member loses nothing: the data is in
+//     memory and is written around it.
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in
@@ -89,7 +105,7 @@
 // Locks are taken in this order, never the other way round (any may be
 // skipped):
 //
-//	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu
+//	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu, stripeCache.mu
 //
 // The stripe locks (stripe.Locks) serialize work on a stripe. bitmap.mu
 // serializes write-intent bitmap updates. commitMu serializes changes of the
@@ -105,7 +121,7 @@
 // Close runs in this order: new calls and new background jobs are refused;
 // background work is cancelled; the calls in flight finish (Close waits for
 // the last one to leave, without polling); the background jobs finish; then
-// every member is synced, the array is marked clean and the members closed.
+// the stripe cache is written out, every member is synced, the array is marked clean and the members closed.
 //
 // # Check and scrub
 //

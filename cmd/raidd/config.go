@@ -137,6 +137,13 @@ type ArrayConfig struct {
 	// ChecksumCache bounds the memory for checksum pages of an array
 	// created with --checksums (raid.Options.ChecksumCache); 0 means 64MiB.
 	ChecksumCache byteSize `mapstructure:"checksum_cache"`
+	// StripeCache bounds the memory of a RAID5 or RAID6 array's stripe
+	// cache (raid.Options.StripeCache); unset means 64MiB
+	// (raid.DefaultStripeCache), 0 disables it. Other levels have none.
+	StripeCache *byteSize `mapstructure:"stripe_cache"`
+	// StripeCacheDelay is how long a partial stripe may stay cached
+	// (raid.Options.StripeCacheDelay); 0 means 5ms.
+	StripeCacheDelay time.Duration `mapstructure:"stripe_cache_delay"`
 }
 
 // MemberConfig is one member device. In YAML it is either a plain path or a
@@ -434,6 +441,12 @@ func (c *Config) Validate() error {
 		}
 		if a.ChecksumCache < 0 {
 			bad("%s: checksum_cache: %d is negative", where, a.ChecksumCache)
+		}
+		if a.StripeCache != nil && *a.StripeCache < 0 {
+			bad("%s: stripe_cache: %d is negative (0 disables the cache)", where, int64(*a.StripeCache))
+		}
+		if a.StripeCacheDelay < 0 {
+			bad("%s: stripe_cache_delay: %v is negative", where, a.StripeCacheDelay)
 		}
 		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))

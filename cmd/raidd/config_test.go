@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid"
 )
 
 // writeFile writes content to a new file in t's temp dir and returns its path.
@@ -53,6 +55,8 @@ arrays:
     rebuild_min_rate: 8MiB
     rebuild_max_rate: 100MiB/s
     checksum_cache: 16MiB
+    stripe_cache: 16MiB
+    stripe_cache_delay: 2ms
   - name: scratch
     members: [/var/lib/raidd/a.img, /var/lib/raidd/b.img]
 `
@@ -76,7 +80,7 @@ func TestLoadConfigFull(t *testing.T) {
 				Name: "data", Export: "vol0", Description: "main volume",
 				Members:  []MemberConfig{{Path: "/dev/sdb"}, {Path: "/dev/sdc", WriteMostly: true}},
 				ReadOnly: true, Direct: true, CleanDelay: 5 * time.Second, KeepZeroes: true, IOWorkers: 32,
-				RebuildMinRate: 8 << 20, RebuildMaxRate: 100 << 20, ChecksumCache: 16 << 20,
+				RebuildMinRate: 8 << 20, RebuildMaxRate: 100 << 20, ChecksumCache: 16 << 20, StripeCache: ptrTo(byteSize(16 << 20)), StripeCacheDelay: 2 * time.Millisecond,
 			},
 			{Name: "scratch", Members: []MemberConfig{{Path: "/var/lib/raidd/a.img"}, {Path: "/var/lib/raidd/b.img"}}},
 		},
@@ -361,4 +365,32 @@ func TestValidateRebuildRates(t *testing.T) {
 	assert.ErrorContains(t, c.Validate(), "rebuild_min_rate 64MiB/s is above rebuild_max_rate 32MiB/s")
 	c.Arrays[0].RebuildMaxRate = 0 // no limit
 	assert.NoError(t, c.Validate())
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestStripeCacheConfig: stripe_cache unset means the engine's default, 0
+// disables the cache, a size is taken as is, and a negative one is refused.
+func TestStripeCacheConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       int64
+		bad        string
+	}{
+		{"unset", "", raid.DefaultStripeCache, ""},
+		{"zero disables", "    stripe_cache: 0\n", 0, ""},
+		{"size", "    stripe_cache: 8MiB\n", 8 << 20, ""},
+		{"negative", "    stripe_cache: -1\n", 0, "stripe_cache: -1 is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "arrays:\n  - name: a\n    members: [/a, /b, /c]\n"+tc.yaml))
+			require.NoError(t, err)
+			if tc.bad != "" {
+				assert.ErrorContains(t, c.Validate(), tc.bad)
+				return
+			}
+			require.NoError(t, c.Validate())
+			assert.Equal(t, tc.want, c.Arrays[0].stripeCache())
+		})
+	}
 }

@@ -179,21 +179,25 @@ type cliArray struct {
 	readOnly, direct           *bool
 	writeMostly                *[]string
 	rebuildMinRate, rebuildMax *string
+	stripeCache                *string
+	stripeCacheDelay           *time.Duration
 }
 
 func arrayFlags(fs *pflag.FlagSet) *cliArray {
 	return &cliArray{
-		name:           fs.String("name", "", "array `name` the MEMBERs must belong to (default: read from their superblocks)"),
-		readOnly:       fs.Bool("read-only", false, "export the MEMBERs' array read-only; no superblock is written"),
-		direct:         fs.Bool("direct", false, "open the MEMBERs with O_DIRECT"),
-		writeMostly:    fs.StringArray("write-mostly", nil, "MEMBER `path` that serves reads only when no other copy can (repeatable)"),
-		rebuildMinRate: fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
-		rebuildMax:     fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
+		name:             fs.String("name", "", "array `name` the MEMBERs must belong to (default: read from their superblocks)"),
+		readOnly:         fs.Bool("read-only", false, "export the MEMBERs' array read-only; no superblock is written"),
+		direct:           fs.Bool("direct", false, "open the MEMBERs with O_DIRECT"),
+		writeMostly:      fs.StringArray("write-mostly", nil, "MEMBER `path` that serves reads only when no other copy can (repeatable)"),
+		rebuildMinRate:   fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
+		rebuildMax:       fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
+		stripeCache:      fs.String("stripe-cache", "", "RAID5/RAID6 stripe cache `size`, e.g. 16MiB; 0 disables it (default 64MiB)"),
+		stripeCacheDelay: fs.Duration("stripe-cache-delay", 0, "longest `time` a partial stripe stays in the stripe cache (default 5ms)"),
 	}
 }
 
 // perArrayFlags are the flags that only apply to MEMBER arguments.
-var perArrayFlags = []string{"name", "read-only", "direct", "write-mostly", "rebuild-min-rate", "rebuild-max-rate"}
+var perArrayFlags = []string{"name", "read-only", "direct", "write-mostly", "rebuild-min-rate", "rebuild-max-rate", "stripe-cache", "stripe-cache-delay"}
 
 // apply adds the array given by MEMBER arguments to cfg. Without members
 // none of the per-array flags may be set.
@@ -249,6 +253,15 @@ func (f *cliArray) apply(cmd *cobra.Command, cfg *Config, members []string) erro
 		}
 		*r.dst = byteRate(n)
 	}
+	if *f.stripeCache != "" {
+		n, err := parseSize(*f.stripeCache)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--stripe-cache: %w", err))
+		}
+		sc := byteSize(n)
+		ac.StripeCache = &sc
+	}
+	ac.StripeCacheDelay = *f.stripeCacheDelay
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
@@ -640,24 +653,34 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		return nil, errors.Join(append(errs, absents...)...)
 	}
 	a, err := raid.Assemble(devs, raid.Options{
-		ReadOnly:       ac.ReadOnly,
-		Logger:         log,
-		CleanDelay:     ac.CleanDelay,
-		KeepZeroes:     ac.KeepZeroes,
-		IOWorkers:      ac.IOWorkers,
-		RebuildMinRate: int64(ac.RebuildMinRate),
-		RebuildMaxRate: int64(ac.RebuildMaxRate),
-		ScrubInterval:  ac.ScrubInterval,
-		ScrubRepair:    ac.ScrubRepair,
-		ChecksumCache:  int64(ac.ChecksumCache),
-		OnEvent:        onEvent,
-		ForceAssemble:  forceAssemble,
+		ReadOnly:         ac.ReadOnly,
+		Logger:           log,
+		CleanDelay:       ac.CleanDelay,
+		KeepZeroes:       ac.KeepZeroes,
+		IOWorkers:        ac.IOWorkers,
+		RebuildMinRate:   int64(ac.RebuildMinRate),
+		RebuildMaxRate:   int64(ac.RebuildMaxRate),
+		ScrubInterval:    ac.ScrubInterval,
+		ScrubRepair:      ac.ScrubRepair,
+		ChecksumCache:    int64(ac.ChecksumCache),
+		StripeCache:      ac.stripeCache(),
+		StripeCacheDelay: ac.StripeCacheDelay,
+		OnEvent:          onEvent,
+		ForceAssemble:    forceAssemble,
 	})
 	if err != nil {
 		closeAll()
 		return nil, errors.Join(append([]error{err}, absents...)...)
 	}
 	return a, nil
+}
+
+// stripeCache returns the stripe cache size for raid.Options.
+func (a ArrayConfig) stripeCache() int64 {
+	if a.StripeCache == nil {
+		return raid.DefaultStripeCache
+	}
+	return int64(*a.StripeCache)
 }
 
 // hasMirrors reports whether a level keeps copies that write_mostly can

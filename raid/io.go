@@ -322,13 +322,11 @@ func (a *Array) CanFastZero() bool {
 func (a *Array) CanMultiConn() bool { return true }
 
 // BlockSizes returns the NBD block size constraints: minimum 1 byte (any
-// alignment works), preferred the largest power of two not above the full
-// stripe width (the protocol requires a power of two), maximum 32 MiB.
+// alignment works), preferred the full stripe width (chunk × data members:
+// on parity levels, requests that cover whole stripes need no reads), and
+// maximum 32 MiB. The nbd package rounds the preferred size up to the power
+// of two the protocol requires (a 192 KiB stripe is announced as 256 KiB)
+// and keeps it at or below the maximum.
 func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
-	w := a.geo.StripeWidth()
-	pref := int64(4096)
-	for pref*2 <= w && pref*2 <= 32<<20 {
-		pref *= 2
-	}
-	return 1, uint32(pref), 32 << 20
+	return 1, uint32(min(a.geo.StripeWidth(), 32<<20)), 32 << 20
 }

@@ -279,3 +279,23 @@ func TestStripeCacheDiscard(t *testing.T) {
 	require.NoError(t, a.Sync())
 	assert.Equal(t, want, readAll(t, a))
 }
+
+// TestBlockSizes: the preferred NBD block size is the stripe width (chunk
+// × data members), not a power of two below it (the nbd package rounds it
+// up for the protocol).
+func TestBlockSizes(t *testing.T) {
+	for _, tc := range []struct {
+		level stripe.Level
+		n     int
+		chunk int64
+	}{{stripe.RAID5, 4, 64 << 10}, {stripe.RAID6, 6, 64 << 10}, {stripe.RAID0, 3, 4 << 10}, {stripe.RAID10, 4, 4 << 10}, {stripe.RAID1, 2, 4 << 10}} {
+		t.Run(fmt.Sprintf("%s/members=%d", tc.level, tc.n), func(t *testing.T) {
+			r := newRig(tc.n, memberSizeFor(tc.chunk, 4))
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "bs", Level: tc.level, Chunk: tc.chunk}, raid.Options{})
+			minB, pref, maxB := a.BlockSizes()
+			assert.Equal(t, uint32(1), minB)
+			assert.Equal(t, uint32(a.Geometry().StripeWidth()), pref)
+			assert.Equal(t, uint32(32<<20), maxB)
+		})
+	}
+}

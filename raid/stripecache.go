@@ -58,28 +58,23 @@ type centry struct {
 }
 
 func (e *centry) add(lo, hi int64) {
-	out := e.runs[:0:0]
-	placed := false
-	for _, r := range e.runs {
-		switch {
-		case r.hi < lo:
-			out = append(out, r)
-		case r.lo > hi:
-			if !placed {
-				out = append(out, span{lo, hi})
-				placed = true
-			}
-			out = append(out, r)
-		default: // overlaps or touches: merge
-			lo, hi = min(lo, r.lo), max(hi, r.hi)
-		}
+	i := 0
+	for i < len(e.runs) && e.runs[i].hi < lo {
+		i++
 	}
-	if !placed {
-		out = append(out, span{lo, hi})
+	j := i
+	for j < len(e.runs) && e.runs[j].lo <= hi { // overlaps or touches: merge
+		lo, hi = min(lo, e.runs[j].lo), max(hi, e.runs[j].hi)
+		j++
 	}
-	e.runs = out
+	if i == j {
+		e.runs = slices.Insert(e.runs, i, span{lo, hi})
+	} else {
+		e.runs[i] = span{lo, hi}
+		e.runs = slices.Delete(e.runs, i+1, j)
+	}
 	e.valid = 0
-	for _, r := range out {
+	for _, r := range e.runs {
 		e.valid += r.hi - r.lo
 	}
 }
@@ -92,7 +87,7 @@ type stripeCache struct {
 	mu         sync.Mutex
 	entries    map[int64]*centry
 	head, tail *centry
-	free       [][]byte
+	free       []*centry // unused entries, each with its buffer
 	allocated  int
 	err        error // a write-out failed since the last Sync
 	wake       chan struct{}
@@ -122,18 +117,17 @@ func (c *stripeCache) put(s, lo int64, p []byte, now time.Time) *centry {
 	defer c.mu.Unlock()
 	e := c.entries[s]
 	if e == nil {
-		var buf []byte
 		switch {
 		case len(c.free) > 0:
-			buf = c.free[len(c.free)-1]
+			e = c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 		case c.allocated < c.max:
-			buf = make([]byte, c.width)
+			e = &centry{buf: make([]byte, c.width)}
 			c.allocated++
 		default:
 			return nil
 		}
-		e = &centry{stripe: s, buf: buf, born: now}
+		e.stripe, e.born = s, now
 		e.prev = c.tail
 		if c.tail != nil {
 			c.tail.next = e
@@ -174,8 +168,8 @@ func (c *stripeCache) remove(s int64) {
 	} else {
 		c.tail = e.prev
 	}
-	c.free = append(c.free, e.buf)
-	*e = centry{}
+	e.runs, e.valid, e.prev, e.next = e.runs[:0], 0, nil, nil
+	c.free = append(c.free, e)
 	c.count.Add(-1)
 }
 

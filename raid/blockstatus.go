@@ -12,7 +12,8 @@ const maxStatusRun = 1 << 30
 // serve its reads hold no data there (for a parity level's chunk on a
 // missing member: when no surviving member of its row does). Members that cannot
 // tell holes from data count as data, so "zero" is only ever reported for
-// bytes that really read as zero. The answer may be stale by the time the
+// bytes that really read as zero; bytes held in the stripe cache count as
+// data. The answer may be stale by the time the
 // caller acts on it if writes run concurrently, as with any file system.
 func (a *Array) BlockStatus(off, n int64) (length int64, zero bool, err error) {
 	if err := a.enter(); err != nil {
@@ -47,6 +48,12 @@ func (a *Array) BlockStatus(off, n int64) (length int64, zero bool, err error) {
 // zeroAt reports whether array bytes [off, off+l), inside one chunk, read
 // as zeroes because every member serving them holds a hole there.
 func (a *Array) zeroAt(v *View, off, l int64) bool {
+	// Bytes in the stripe cache are data, whatever the members hold. The
+	// cache is asked first: a cached stripe is dropped only after its
+	// member writes returned, so if it is gone now the members have it.
+	if c := a.cache; c != nil && c.cached(off, l, a.geo.StripeOf(off), a.geo.StripeOf(off+l-1)) {
+		return false
+	}
 	var buf [1]stripe.Extent
 	e := a.geo.Extents(buf[:0], off, l)[0]
 	hole := func(m int, memOff int64) bool {

@@ -315,12 +315,14 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 		s := pos / w
 		base := s * w
 		if pos == base && end-pos >= w {
-			// Whole stripes: drop what they supersede, write them.
+			// Whole stripes: write them, then drop the cached pieces they
+			// supersede (not before: a reader that finds no entry must
+			// find the newer data on the members).
 			fullEnd := pos + (end-pos)/w*w
+			err = a.layout.WriteAt(op, p[pos-off:fullEnd-off], pos)
 			for t := s; t < fullEnd/w; t++ {
 				c.remove(t)
 			}
-			err = a.layout.WriteAt(op, p[pos-off:fullEnd-off], pos)
 			pos = fullEnd
 			continue
 		}

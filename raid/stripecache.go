@@ -12,9 +12,12 @@ import (
 // The stripe cache of parity RAID (md's stripe cache). A partial-stripe
 // write costs reads and a parity update; a stream whose requests do not
 // line up with the stripe width pays that at both ends of every request.
-// So the partial-stripe pieces of client writes are copied into a
-// stripe-width buffer per stripe and acknowledged; the stripe is written
-// to the members when
+// So the partial-stripe pieces of client writes that may belong to such a
+// stream (a piece that begins or ends at a stripe boundary, continues a
+// recent write, or falls in a stripe already cached) are copied into a
+// stripe-width buffer per stripe and acknowledged; other pieces (a random
+// write inside one stripe) go to the members at once, since waiting would
+// not save them anything. A cached stripe is written to the members when
 //
 //   - it is complete: one full-stripe write, no reads (inline, by the
 //     write that completed it);
@@ -310,6 +313,8 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 	w := c.width
 	end := off + int64(len(p))
 	now := a.clock.Now()
+	stream := off > 0 && a.continues(off)
+	a.noteEnd(end)
 	var err error
 	for pos := off; pos < end && err == nil; {
 		s := pos / w
@@ -328,21 +333,22 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 		}
 		k := min(end, base+w) - pos
 		piece := p[pos-off : pos-off+k]
-		var e *centry
-		if fua {
-			c.mu.Lock()
-			e = c.get(s)
-			c.mu.Unlock()
-			if e != nil {
-				c.put(s, pos-base, piece, now)
-			}
-		} else {
+		// A piece is cached when its stripe is cached already, or when it
+		// may be part of a stream that will fill the stripe: it begins or
+		// ends at a stripe boundary (the end of a request that crosses
+		// one), or continues a recent write. Other pieces (random writes
+		// inside a stripe) gain nothing from waiting and go out at once.
+		c.mu.Lock()
+		e := c.get(s)
+		c.mu.Unlock()
+		want := e != nil || (!fua && (pos == base || pos+k == base+w || stream))
+		if want {
 			e = c.put(s, pos-base, piece, now)
 		}
 		switch {
 		case e == nil:
-			// Nothing cached of s and no room (or FUA): write it now.
-			if !fua {
+			// Not worth caching, FUA, or no room: write it now.
+			if want {
 				c.bypass.Add(1)
 			}
 			err = a.layout.WriteAt(op, piece, pos)
@@ -402,18 +408,34 @@ func (a *Array) writeOutLocked(op *Op, first, last int64) error {
 	return nil
 }
 
+// flushParallel bounds the stripes written out at once by flushStripes.
+const flushParallel = 16
+
 // flushStripes writes out the given cached stripes, each under its own
-// lock, as a write of its own (dirty marking, bitmap, failure handling).
-// The caller holds no stripe lock. Failures are returned and recorded for
-// the next Sync.
+// lock, as a write of its own (dirty marking, bitmap, failure handling),
+// up to flushParallel at a time. The caller holds no stripe lock.
+// Failures are returned and recorded for the next Sync.
 func (a *Array) flushStripes(stripes []int64) error {
-	var errs error
+	var (
+		mu   sync.Mutex
+		errs error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, flushParallel)
+	)
 	for _, s := range stripes {
-		if err := a.flushStripe(s); err != nil {
-			a.cache.setErr(err)
-			errs = errors.Join(errs, err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := a.flushStripe(s); err != nil {
+				a.cache.setErr(err)
+				mu.Lock()
+				errs = errors.Join(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errs
 }
 

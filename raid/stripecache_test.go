@@ -191,7 +191,7 @@ func TestStripeCacheMemberFailure(t *testing.T) {
 			}
 			write(0, 4*width, 1)
 			write(chunk+3, chunk, 2)       // stripe 0
-			write(2*width+1, width-2, 3)   // stripe 2
+			write(2*width+1, width-1, 3)   // stripe 2, up to its end
 			write(5*width-chunk, chunk, 4) // stripe 4
 			require.Equal(t, int64(3), a.Status().StripeCache.Stripes)
 
@@ -323,12 +323,12 @@ func TestStripeCacheBlockStatus(t *testing.T) {
 	a := createArray(t, devs, raid.CreateOptions{Name: "bs", Level: stripe.RAID5, Chunk: chunk},
 		raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: 1 << 20}, clk))
 	width := a.Geometry().StripeWidth()
-	_, err := a.WriteAt([]byte{1, 2, 3}, width+chunk+100) // stripe 1, its second chunk: cached
+	_, err := a.WriteAt(make([]byte, width-chunk-100), width+chunk+100) // stripe 1 from its second chunk to its end: cached
 	require.NoError(t, err)
 	require.Equal(t, int64(1), a.Status().StripeCache.Stripes)
 	l, zero, err := a.BlockStatus(width+chunk, chunk)
 	require.NoError(t, err)
-	assert.False(t, zero, "the cached chunk is data")
+	assert.False(t, zero, "the cached chunk is data (even zeroes: a cached stripe is data)")
 	assert.Equal(t, int64(chunk), l)
 	l, zero, err = a.BlockStatus(width, chunk)
 	require.NoError(t, err)
@@ -394,4 +394,22 @@ func TestStripeCacheSupersedeOrder(t *testing.T) {
 	if !bytes.Equal(got, early) && !bytes.Equal(got, full[:100]) {
 		t.Fatalf("read during the full-stripe write returned %#x..., neither the acknowledged earlier write nor the new one", got[:4])
 	}
+}
+
+// TestStripeCacheRandomWrite: a write inside one stripe that neither
+// touches a stripe boundary nor continues a recent write nor meets a cached
+// stripe goes to the members at once; one that continues it is cached.
+func TestStripeCacheRandomWrite(t *testing.T) {
+	const chunk = 4 << 10
+	_, a, _, _ := cacheRig(t, stripe.RAID5, 4, chunk, 16, 1<<20)
+	width := a.Geometry().StripeWidth()
+	_, err := a.WriteAt(make([]byte, 100), 5*width+100)
+	require.NoError(t, err)
+	st := a.Status()
+	assert.Zero(t, st.StripeCache.Stripes, "a random write is not held")
+	assert.Positive(t, st.Stats.MemberBytesWritten)
+	assert.Zero(t, st.StripeCache.Bypassed, "not a bypass: the cache was not full")
+	_, err = a.WriteAt(make([]byte, 100), 5*width+200)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), a.Status().StripeCache.Stripes, "the write that continues it is cached")
 }

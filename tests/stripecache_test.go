@@ -62,8 +62,8 @@ func TestStripeCacheKill(t *testing.T) {
 		p   []byte
 	}
 	var flushed, fua, lost []w
-	for s := uint64(0); s < 4; s++ { // partial stripes 0..3, then FLUSH
-		x := w{s*width + 1000 + s*7, piece(5000)}
+	for s := uint64(0); s < 4; s++ { // partial stripes 0..3 (from their starts: cached), then FLUSH
+		x := w{s * width, piece(5000 + int(s)*7)}
 		rc.write(t, x.off, x.p, 0)
 		flushed = append(flushed, x)
 	}
@@ -71,8 +71,8 @@ func TestStripeCacheKill(t *testing.T) {
 	x := w{10*width + 3, piece(70000)} // stripe 10, FUA
 	rc.write(t, x.off, x.p, nbdCmdFlagFUA)
 	fua = append(fua, x)
-	for s := uint64(20); s < 24; s++ { // partial stripes 20..23, never flushed
-		x := w{s*width + 500, piece(9000)}
+	for s := uint64(20); s < 24; s++ { // partial stripes 20..23 (to their ends: cached), never flushed
+		x := w{s*width + 500, piece(width - 500)}
 		rc.write(t, x.off, x.p, 0)
 		lost = append(lost, x)
 	}

@@ -25,7 +25,6 @@ mount -t tmpfs tmp /tmp
 # tools are called by their full path.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
-
 exec 3>/dev/ttyS1
 stty -F /dev/ttyS1 raw -echo
 

@@ -264,3 +264,40 @@ print(f"       rand read {n}x IOPS; rand write RAID0 {n}x, RAID5 {n/2:g}x, RAID6
 r, name, job = min(worst)
 print(f"lowest ratio: {r:.2f} ({name} {job}); target 0.95")
 EOF
+
+# Scrub rate (raidd check, helper `scrub`): each array with redundancy is
+# scrubbed once, idle, at the default rates (rebuild_max_rate 0: no limit
+# when clients are idle). Every row holds data (the precondition wrote it
+# all), so each member's data region is read once: the ideal is each disk's
+# sequential read bandwidth. SCRUB=0 skips this block.
+if [[ ${SCRUB:-1} != 0 ]]; then
+	echo
+	printf '%-8s %12s %10s %22s\n' target "data/member" seconds "MiB/s per member / bw"
+	for target in "${targets[@]}"; do
+		tname=${target%%:*}
+		level=${target#*:}
+		level=${level%%:*}
+		[[ $tname == peer || $level == 0 ]] && continue
+		ctl="$sock/r$level.ctl"
+		echo "scrubbing $tname ..." >&2
+		t0=$(date +%s.%N)
+		"$bin" check --control "$ctl" "r$level" >"$work/scrub.$tname.out" 2>&1 || {
+			cat "$work/scrub.$tname.out" >&2
+			die "raidd check of $tname failed"
+		}
+		t1=$(date +%s.%N)
+		"$bin" status --json --control "$ctl" "r$level" >"$work/scrub.$tname.json"
+		python3 - "$work/scrub.$tname.json" "$t0" "$t1" "$BW" "$tname" <<'EOF'
+import json, sys
+st = json.load(open(sys.argv[1]))
+a = st["arrays"][0]
+s = a["last_scrub"]
+per_member = s["total_rows"] * a["chunk"]
+secs = float(sys.argv[3]) - float(sys.argv[2])
+rate = per_member / 2**20 / secs
+bw = float(sys.argv[4])
+print(f"{sys.argv[5]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
+EOF
+	done
+	echo "scrub: every member's data region read once; target 0.9 of a disk's sequential read bandwidth"
+fi

@@ -508,8 +508,16 @@ func missingRoles(meta *superblock.Meta, slots map[[16]byte]*slot) (uint64, []st
 			if int(mi.Role) != r {
 				continue
 			}
-			if mi.State == superblock.MemberRebuilding && (slots[mi.UUID] == nil || meta.RebuildRole != mi.Role) {
+			switch {
+			case mi.State != superblock.MemberRebuilding:
+			case slots[mi.UUID] == nil:
 				mi.State = superblock.MemberFailed
+			case meta.RebuildRole != mi.Role:
+				// A second target of a rebuild of several roles: its
+				// progress is not recorded, so it is a spare again and
+				// is claimed anew.
+				mi.Role, mi.State = -1, superblock.MemberSpare
+				continue
 			}
 			if mi.State == superblock.MemberActive {
 				if slots[mi.UUID] != nil {

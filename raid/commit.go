@@ -136,14 +136,26 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 			}
 			changed = true
 			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
-			if j := a.job; j != nil && j.role == m {
+			if j := a.job; j != nil {
 				switch {
-				case j.kind == jobReplace && !wasRebuilding:
+				case j.role == m && j.kind == jobReplace && !wasRebuilding:
 					a.promoteReplacementLocked(m)
-				case j.target == s:
+				case j.hasTarget(s):
 					a.job = nil
 					j.cancel()
 					a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+					// The job's other targets become spares again, to be
+					// claimed anew below.
+					for _, t := range j.targets() {
+						if t.target == s {
+							continue
+						}
+						for k := range a.meta.Members {
+							if o := &a.meta.Members[k]; o.UUID == t.target.uuid && o.State == superblock.MemberRebuilding {
+								o.Role, o.State = -1, superblock.MemberSpare
+							}
+						}
+					}
 					a.event(Event{Kind: EventRebuildStopped, Role: m, Path: s.path, Detail: "the member being rebuilt failed"})
 				}
 			}

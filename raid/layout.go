@@ -41,6 +41,16 @@ type Layout interface {
 	Check(op *Op, row int64) error
 }
 
+// MultiRebuilder is implemented by Layouts that rebuild several members of
+// a row from one read of the others (RAID6 with two members missing). A
+// rebuild of several roles uses it; without it, Rebuild is called for each
+// target in turn within the same row step.
+type MultiRebuilder interface {
+	// RebuildMany reconstructs member row row onto every member of
+	// targets, which are writable but not readable.
+	RebuildMany(op *Op, row int64, targets []int) error
+}
+
 // Traits are the level policies the engine applies around a Layout. The
 // engine asks them instead of comparing levels: everything else it needs
 // (how many members may be missing, where a byte's copies are, which rows

@@ -181,7 +181,7 @@ func (a *Array) RemoveMember(id string) error {
 	if mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding {
 		return fmt.Errorf("%w: %s is %s in role %d; fail it first ('raidd fail')", ErrBusy, id, mi.State, mi.Role)
 	}
-	if j := a.job; j != nil && s != nil && j.target == s {
+	if j := a.job; j != nil && s != nil && j.hasTarget(s) {
 		return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, id, j.kind)
 	}
 	a.meta.Members = append(a.meta.Members[:i], a.meta.Members[i+1:]...)
@@ -227,7 +227,7 @@ func (a *Array) Release(path string) error {
 		if mi.State != superblock.MemberFailed && mi.State != superblock.MemberRemoved {
 			return fmt.Errorf("%w: %s is already %s in %q (role %d)", ErrBusy, path, mi.State, a.meta.Name, mi.Role)
 		}
-		if j := a.job; j != nil && j.target == s {
+		if j := a.job; j != nil && j.hasTarget(s) {
 			return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, path, j.kind)
 		}
 		delete(a.slots, s.uuid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,12 @@ type recovery struct {
 	kind   jobKind
 	role   int
 	target *slot
+	// extra are further roles a rebuild reconstructs in the same pass, one
+	// read of each row for all of them (RAID6 with two members missing,
+	// a 3-way mirror missing two copies). The superblocks record role as
+	// RebuildRole; an extra target found rebuilding at assembly becomes a
+	// spare again and is claimed anew.
+	extra  []roleTarget
 	start  time.Time
 	first  int64        // row the job started at
 	row    atomic.Int64 // rows below this are done (the slowest worker's position)
@@ -52,47 +59,112 @@ type recovery struct {
 	next     time.Time // virtual clock of the rate limiter
 }
 
+// roleTarget is one role a rebuild reconstructs and the device it writes.
+type roleTarget struct {
+	role   int
+	target *slot
+}
+
+// targets returns every role the job writes and its device: role first.
+func (j *recovery) targets() []roleTarget {
+	return append([]roleTarget{{j.role, j.target}}, j.extra...)
+}
+
+// hasTarget reports whether s is a device the job writes.
+func (j *recovery) hasTarget(s *slot) bool {
+	for _, t := range j.targets() {
+		if t.target == s {
+			return true
+		}
+	}
+	return false
+}
+
+// roleList names the job's roles for events: "2" or "1 and 3".
+func (j *recovery) roleList() string {
+	var parts []string
+	for _, t := range j.targets() {
+		parts = append(parts, fmt.Sprint(t.role))
+	}
+	return strings.Join(parts, " and ")
+}
+
 // jobWorkers is how many rows a job works on at once: rows are independent,
 // and two keep both cores of a small machine busy (one XORs while the
 // other's reads are in flight).
 const jobWorkers = 2
 
-// claimSparesLocked starts a rebuild onto a spare when a role is missing and no
-// job runs. Callers hold commitMu and cfgMu.
+// claimSparesLocked starts a rebuild onto spares when roles are missing.
+// When several roles are missing and there are spares for them, one job
+// rebuilds them all in one pass (up to what the level tolerates), as md's
+// recovery does; a spare that arrives while a plain rebuild runs widens it:
+// the rebuild restarts from the first row with the new role too, which
+// costs less than a second pass over the array after the first. Callers
+// hold commitMu and cfgMu.
 func (a *Array) claimSparesLocked() {
-	if a.job != nil || a.readOnly || a.closed.Load() {
+	if a.readOnly || a.closed.Load() {
 		return
 	}
 	v := a.view.Load()
 	if v.failed {
 		return
 	}
-	role := -1
+	var missing []int
 	for r := 0; r < a.geo.Members(); r++ {
 		if v.writable&(1<<uint(r)) == 0 {
-			role = r
-			break
+			missing = append(missing, r)
 		}
 	}
-	if role < 0 {
+	if len(missing) == 0 {
 		return
 	}
+	old := a.job
+	var keep []roleTarget
+	if old != nil {
+		if old.kind != jobRebuild || old.regions != nil || a.geo.Tolerance() < 2 {
+			return // a replace or re-add finishes first
+		}
+		keep = old.targets()
+	}
+	var claims []roleTarget
 	for i := range a.meta.Members {
+		if len(missing) == 0 || len(keep)+len(claims) >= max(a.geo.Tolerance(), 1) {
+			break
+		}
 		mi := &a.meta.Members[i]
 		s := a.slots[mi.UUID]
 		if mi.State != superblock.MemberSpare || s == nil {
 			continue
 		}
+		role := missing[0]
+		missing = missing[1:]
 		mi.Role, mi.State = int32(role), superblock.MemberRebuilding
-		a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(role), 0
-		if err := a.commitLocked(); err != nil {
-			a.log.Error("cannot record spare claim", "err", err)
-		}
-		a.publishLocked()
-		a.event(Event{Kind: EventSpareClaimed, Role: role, Path: s.path})
-		a.startJobLocked(jobRebuild, role, s, 0)
+		claims = append(claims, roleTarget{role, s})
+	}
+	if len(claims) == 0 {
 		return
 	}
+	all := append(keep, claims...)
+	a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(all[0].role), 0
+	if err := a.commitLocked(); err != nil {
+		a.log.Error("cannot record spare claim", "err", err)
+	}
+	if old != nil {
+		a.job = nil
+		old.cancel()
+		a.event(Event{Kind: EventRebuildStopped, Role: old.role, Path: old.target.path,
+			Detail: fmt.Sprintf("restarting from row 0 to rebuild role %d too, in the same pass", claims[0].role)})
+	}
+	a.publishLocked()
+	for _, c := range claims {
+		a.event(Event{Kind: EventSpareClaimed, Role: c.role, Path: c.target.path})
+	}
+	j := &recovery{kind: jobRebuild, role: all[0].role, target: all[0].target, extra: all[1:], planned: a.geo.Rows()}
+	detail := fmt.Sprintf("from row 0 of %d", a.geo.Rows())
+	if len(all) > 1 {
+		detail = fmt.Sprintf("roles %s in one pass, from row 0 of %d", j.roleList(), a.geo.Rows())
+	}
+	a.runJobAsyncLocked(j, detail)
 }
 
 // startJobLocked launches a recovery job from row. Once Close has begun
@@ -242,17 +314,34 @@ func (a *Array) jobStep(j *recovery, row int64) (moved int64, err error) {
 		chunk := a.geo.Chunk()
 		switch kind {
 		case jobRebuild:
-			if v.devs[j.role] != j.target.dev || !op.Writable(j.role) {
-				return errJobChanged
+			roles := make([]int, 0, 1+len(j.extra))
+			for _, t := range j.targets() {
+				if v.devs[t.role] != t.target.dev || !op.Writable(t.role) {
+					return errJobChanged
+				}
+				roles = append(roles, t.role)
 			}
 			if !a.rowHasData(v, row, j.role) {
 				// Nothing was ever written here: the row reads as zeroes on
-				// every source, so a hole on the target is the rebuilt row.
-				op.Discard(j.role, row*chunk, chunk)
+				// every source, so a hole on the targets is the rebuilt row.
+				for _, r := range roles {
+					op.Discard(r, row*chunk, chunk)
+				}
 				op.Run()
 				return nil
 			}
-			return a.layout.Rebuild(op, row, j.role)
+			if len(roles) == 1 {
+				return a.layout.Rebuild(op, row, j.role)
+			}
+			if mr, ok := a.layout.(MultiRebuilder); ok {
+				return mr.RebuildMany(op, row, roles)
+			}
+			for _, r := range roles {
+				if err := a.layout.Rebuild(op, row, r); err != nil {
+					return err
+				}
+			}
+			return nil
 		case jobReplace:
 			if v.repl[j.role] != j.target.dev {
 				return errJobChanged
@@ -338,13 +427,16 @@ func (a *Array) seedBitmap(j *recovery) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_, err := j.target.dev.WriteAt(b.snapshot(), superblock.BitmapOffset)
-	if err == nil {
-		err = j.target.dev.Sync()
-	}
-	if err != nil {
-		// The job's own writes to the target fail it if its device is bad.
-		a.log.Warn("cannot write the write-intent bitmap to the rebuild target", "path", j.target.path, "err", err)
+	snap := b.snapshot()
+	for _, t := range j.targets() {
+		_, err := t.target.dev.WriteAt(snap, superblock.BitmapOffset)
+		if err == nil {
+			err = t.target.dev.Sync()
+		}
+		if err != nil {
+			// The job's own writes to the target fail it if its device is bad.
+			a.log.Warn("cannot write the write-intent bitmap to the rebuild target", "path", t.target.path, "err", err)
+		}
 	}
 }
 
@@ -378,7 +470,7 @@ func (a *Array) checkpoint(j *recovery, row int64) {
 	if a.job != j || j.kind != jobRebuild {
 		return
 	}
-	if err := j.target.dev.Sync(); err != nil { // under commitMu only: Status does not wait for it
+	if err := j.syncTargets(); err != nil { // under commitMu only: Status does not wait for it
 		return // the next write to it fails it
 	}
 	a.cfgMu.Lock()
@@ -391,6 +483,16 @@ func (a *Array) checkpoint(j *recovery, row int64) {
 	a.event(Event{Kind: EventRebuildProgress, Role: j.role, Path: j.target.path, Detail: fmt.Sprintf("%.1f%% (%d of %d rows)", 100*float64(done)/float64(total), done, total)})
 }
 
+// syncTargets makes what the job wrote durable on every target.
+func (j *recovery) syncTargets() error {
+	for _, t := range j.targets() {
+		if err := t.target.dev.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stopJob ends a job early, keeping its checkpoint.
 func (a *Array) stopJob(j *recovery, row int64, why string) {
 	a.commitMu.Lock()
@@ -398,7 +500,7 @@ func (a *Array) stopJob(j *recovery, row int64, why string) {
 	if a.job != j {
 		return
 	}
-	synced := j.kind == jobRebuild && j.target.dev.Sync() == nil // under commitMu only
+	synced := j.kind == jobRebuild && j.syncTargets() == nil // under commitMu only
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	if synced && a.meta.RebuildRole == int32(j.role) {
@@ -420,7 +522,7 @@ func (a *Array) finishJob(j *recovery) {
 	if a.job != j {
 		return
 	}
-	err := j.target.dev.Sync() // under commitMu only
+	err := j.syncTargets() // under commitMu only
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	if err != nil {
@@ -439,6 +541,9 @@ func (a *Array) finishJob(j *recovery) {
 	if j.regions != nil {
 		detail = fmt.Sprintf("re-add: %d of %d rows resynced in %s", j.done.Load(), a.geo.Rows(), elapsed.Round(time.Millisecond))
 	}
+	if len(j.extra) > 0 {
+		detail = fmt.Sprintf("roles %s in one pass: ", j.roleList()) + detail
+	}
 	kindEv := EventRebuildFinished
 	switch j.kind {
 	case jobRebuild:
@@ -448,10 +553,15 @@ func (a *Array) finishJob(j *recovery) {
 		// present but stale) stay until 'raidd remove' detaches them.
 		kept := a.meta.Members[:0]
 		for _, mi := range a.meta.Members {
+			target, role := false, false
+			for _, t := range j.targets() {
+				target = target || mi.UUID == t.target.uuid
+				role = role || int(mi.Role) == t.role
+			}
 			switch {
-			case mi.UUID == j.target.uuid:
+			case target:
 				mi.State = superblock.MemberActive
-			case int(mi.Role) == j.role && (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved) && a.slots[mi.UUID] == nil && !a.isDeadLocked(mi.UUID):
+			case role && (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved) && a.slots[mi.UUID] == nil && !a.isDeadLocked(mi.UUID):
 				continue
 			}
 			kept = append(kept, mi)

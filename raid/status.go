@@ -50,6 +50,10 @@ type Progress struct {
 	Kind string `json:"kind"` // resync, rebuild, re-add or replace
 	Role int    `json:"role"` // -1 for a resync
 	Path string `json:"path,omitempty"`
+	// ExtraRoles and ExtraPaths are the further roles a rebuild of several
+	// roles reconstructs in the same pass, and their devices.
+	ExtraRoles []int    `json:"extra_roles,omitempty"`
+	ExtraPaths []string `json:"extra_paths,omitempty"`
 	// Done and Total count rows: for a rebuild or replace, the position
 	// and the array's rows; for a re-add, the rows resynced so far and the
 	// rows of the bitmap regions it resyncs (of ArrayRows).
@@ -292,6 +296,10 @@ func (a *Array) byteStats() Stats {
 func (a *Array) jobProgress(j *recovery, kind jobKind, running bool) *Progress {
 	rows := a.geo.Rows()
 	p := &Progress{Kind: kind.String(), Role: j.role, Path: j.target.path, Done: j.row.Load(), Total: rows, ArrayRows: rows}
+	for _, t := range j.extra {
+		p.ExtraRoles = append(p.ExtraRoles, t.role)
+		p.ExtraPaths = append(p.ExtraPaths, t.target.path)
+	}
 	rowsDone := p.Done - j.first
 	if j.regions != nil {
 		p.Kind, p.Done, p.Total = "re-add", j.done.Load(), j.planned

@@ -47,8 +47,9 @@
 // # Rebuild and check
 //
 // Rebuild reconstructs one member's chunk of a row from the others; it
-// works while one other member is missing too, so two members rebuild as
-// two jobs. Check verifies P and Q; with one member missing it rebuilds the
+// works while one other member is missing too. RebuildMany (raid's
+// MultiRebuilder) reconstructs two missing members' chunks together from
+// one read of the rest of the row, so two members rebuild in one pass. Check verifies P and Q; with one member missing it rebuilds the
 // missing chunk from the others and still verifies the parity left, so a
 // row is unverifiable only with two members missing.
 //

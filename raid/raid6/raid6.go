@@ -465,6 +465,49 @@ func (l *Layout) Rebuild(op *raid.Op, row int64, target int) error {
 	return nil
 }
 
+// RebuildMany writes the chunks of the row on both targets (two members
+// missing: data+data, data+P, data+Q or P+Q), reconstructed together from
+// one read of the others: a rebuild of two members is one pass over the
+// array, not two.
+func (l *Layout) RebuildMany(op *raid.Op, row int64, targets []int) error {
+	if len(targets) == 1 {
+		return l.Rebuild(op, row, targets[0])
+	}
+	if len(targets) > 2 {
+		return raid.ErrTooManyFailures
+	}
+	shards := op.Shards[:l.dk+2]
+	idx := [2]int{-1, -1}
+	for i := range shards {
+		m := l.member(row, i)
+		shards[i] = op.Buf(l.chunk)
+		for k, t := range targets {
+			if m == t {
+				idx[k] = i
+			}
+		}
+		if m == targets[0] || m == targets[1] {
+			shards[i] = shards[i][:0]
+			continue
+		}
+		if !op.Readable(m) {
+			return raid.ErrTooManyFailures
+		}
+		op.Read(m, shards[i], row*l.chunk)
+	}
+	if op.Run() != 0 {
+		return raid.ErrTooManyFailures
+	}
+	if err := l.reconstruct(shards, false); err != nil {
+		return fmt.Errorf("raid6: rebuild row %d: %w", row, err)
+	}
+	for k, t := range targets {
+		op.Write(t, shards[idx[k]], row*l.chunk)
+	}
+	op.Run()
+	return nil
+}
+
 // Check verifies the row's P and Q against its data. On a whole row a
 // mismatch is located through the syndromes (locate): the one wrong chunk,
 // data, P or Q, is reported as a located Mismatch and, when the Op is

@@ -53,7 +53,8 @@ func TestRAID6TwoMissing(t *testing.T) {
 	for _, name := range []string{"new1.img", "new3.img"} {
 		mustRaidd(t, "add", "--control", srv.ctrl, arr.name, blankMember(t, arr.members[0], name))
 	}
-	// The second member waits as a spare until the first is rebuilt.
+	// The second member widens the rebuild of the first, if it still
+	// runs: both roles are then rebuilt in one pass.
 	pollUntil(t, 2*recoveryTimeout, "both members rebuilt", func() bool {
 		f := srv.fullStatus(t, arr.name)
 		return !f.Degraded && f.Recovery == nil

@@ -84,9 +84,15 @@ func (a *Array) commitLocked() error {
 			}
 			mi := &a.meta.Members[w.i]
 			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", w.s.path, "err", results[k])
+			wasRebuilding := mi.State == superblock.MemberRebuilding
+			inRole := mi.State == superblock.MemberActive || wasRebuilding
 			mi.State = superblock.MemberFailed
 			w.s.note = "superblock write failed"
 			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: w.s.path, Detail: w.s.note})
+			if inRole {
+				// As markFailedLocked: a running job must follow.
+				a.jobMemberFailedLocked(int(mi.Role), w.s, wasRebuilding)
+			}
 		}
 		failed = true
 		if len(errs) == len(writes) {
@@ -136,29 +142,7 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 			}
 			changed = true
 			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
-			if j := a.job; j != nil {
-				switch {
-				case j.role == m && j.kind == jobReplace && !wasRebuilding:
-					a.promoteReplacementLocked(m)
-				case j.hasTarget(s):
-					a.job = nil
-					j.cancel()
-					a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
-					// The job's other targets become spares again, to be
-					// claimed anew below.
-					for _, t := range j.targets() {
-						if t.target == s {
-							continue
-						}
-						for k := range a.meta.Members {
-							if o := &a.meta.Members[k]; o.UUID == t.target.uuid && o.State == superblock.MemberRebuilding {
-								o.Role, o.State = -1, superblock.MemberSpare
-							}
-						}
-					}
-					a.event(Event{Kind: EventRebuildStopped, Role: m, Path: s.path, Detail: "the member being rebuilt failed"})
-				}
-			}
+			a.jobMemberFailedLocked(m, s, wasRebuilding)
 		}
 	}
 	if !changed {
@@ -174,6 +158,38 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	}
 	a.event(Event{Kind: EventDegraded, Role: -1})
 	a.claimSparesLocked()
+}
+
+// jobMemberFailedLocked adjusts the running job to the failure of s, which
+// held role m (wasRebuilding: as a rebuild target): a replace whose old
+// member failed turns into a rebuild of the replacement; a job whose
+// target failed stops, its other targets becoming spares again. Callers
+// hold commitMu and cfgMu, and commit and publish afterwards.
+func (a *Array) jobMemberFailedLocked(m int, s *slot, wasRebuilding bool) {
+	j := a.job
+	if j == nil {
+		return
+	}
+	switch {
+	case j.role == m && j.kind == jobReplace && !wasRebuilding:
+		a.promoteReplacementLocked(m)
+	case j.hasTarget(s):
+		a.job = nil
+		j.cancel()
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+		// The job's other targets become spares again, to be claimed anew.
+		for _, t := range j.targets() {
+			if t.target == s {
+				continue
+			}
+			for k := range a.meta.Members {
+				if o := &a.meta.Members[k]; o.UUID == t.target.uuid && o.State == superblock.MemberRebuilding {
+					o.Role, o.State = -1, superblock.MemberSpare
+				}
+			}
+		}
+		a.event(Event{Kind: EventRebuildStopped, Role: m, Path: s.path, Detail: "the member being rebuilt failed"})
+	}
 }
 
 // syncMembersLocked fdatasyncs every writable member in parallel. A member

@@ -125,3 +125,36 @@ func advanceUntil(t *testing.T, a *raid.Array, clk *clock.Fake, cond func(raid.S
 		}
 	}
 }
+
+// TestReplaceOldMemberFailsSuperblockWrite: while a replace copies a
+// member, that member's device fails, and the first I/O to notice it is a
+// superblock update (here, the commit of an added spare), not the replace's
+// own read. The replace turns into a rebuild of the replacement, as when a
+// read notices the failure. (It used to go on as a replace with no device
+// in the old member's role, and its next step dereferenced it: a panic
+// that the model test's frequent scrub checkpoints exposed, seed 104.)
+func TestReplaceOldMemberFailsSuperblockWrite(t *testing.T) {
+	const chunk = 16 << 10
+	const rows = 24
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	r := newRig(5, memberSizeFor(chunk, rows))
+	opts := raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: chunk, RebuildMaxRate: chunk, ProgressInterval: time.Second}, clk)
+	a := createArray(t, r.devs[:3], raid.CreateOptions{Name: "rp", Level: stripe.RAID5, Chunk: chunk}, opts)
+	want := fill(t, a, 14)
+	require.NoError(t, a.Sync())
+	require.NoError(t, a.ReplaceMember("1", r.devs[3], false))
+	advanceUntil(t, a, clk, func(st raid.Status) bool { return st.Recovery != nil && st.Recovery.Done >= 4 })
+	require.Equal(t, "replace", a.Status().Recovery.Kind)
+
+	r.toggles[1].On()
+	require.NoError(t, a.AddMember(r.devs[4], false)) // its commit finds role 1's device failing
+	st := a.Status()
+	require.NotNil(t, st.Recovery)
+	assert.Equal(t, "rebuild", st.Recovery.Kind, "the replace became a rebuild of the replacement")
+	assert.Equal(t, "mem3", st.Recovery.Path)
+
+	st = waitIdleClock(t, a, clk)
+	require.False(t, st.Degraded, "%+v", st.Devices)
+	requireContent(t, a, want, "after the replacement was rebuilt")
+	checkConsistent(t, a, "after the replacement was rebuilt")
+}

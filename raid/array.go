@@ -58,6 +58,7 @@ type Array struct {
 	zero             []byte // a chunk of zeroes, never written
 	bitmap           *bitmap
 	csum             *csumState  // per-block checksums; nil without them
+	journal          *journal    // the write-hole journal; nil without a log area or when read-only
 	reqs             chan *ioReq // member I/O for the workers; closed by Close
 	ctx              context.Context
 	cancel           context.CancelFunc // cancels ctx: Close, the parent of background jobs
@@ -175,6 +176,9 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 			}
 		}
 		a.SetCopyVerifier(csumVerifier{a})
+	}
+	if meta.LogLength != 0 && !a.readOnly {
+		a.journal = newJournal(a, meta)
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.drained = make(chan struct{}, 1)

@@ -53,10 +53,11 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	dataOff := int64(superblock.HeaderSize)
-	var csumOff, csumLen int64
-	if co.Checksums {
-		csumOff, csumLen, dataOff = checksumLayout(minSize - superblock.HeaderSize)
+	// The write-hole log area follows the header, the checksum area the
+	// log area, and the data region the last of them.
+	dataOff, logLen, csumOff, csumLen, err := createAreas(co, len(devs), minSize)
+	if err != nil {
+		return nil, err
 	}
 	geo, err := stripe.New(co.Level, len(devs), co.Chunk, minSize-dataOff)
 	if err != nil {
@@ -88,6 +89,9 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		Checksums: co.Checksums, ChecksumOffset: uint64(csumOff), ChecksumLength: uint64(csumLen),
 		State: superblock.StateClean, RebuildRole: -1, CreateTime: now,
 		BitmapRegion: uint64(region),
+	}
+	if logLen > 0 {
+		meta.LogOffset, meta.LogLength = superblock.HeaderSize, uint64(logLen)
 	}
 	slots := map[[16]byte]*slot{}
 	for i, d := range devs {
@@ -163,12 +167,56 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 		a.Close()
 		return nil, fmt.Errorf("raid: create: write superblocks: %w", err)
 	}
+	if a.journal != nil {
+		if err := a.journal.open(false); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("raid: create %q: %w", co.Name, err)
+		}
+	}
 	a.log.Info("array created", "level", geo.Level(), "members", len(devs), "chunk", geo.Chunk(), "size", geo.Size(), "uuid", superblock.FormatUUID(meta.ArrayUUID))
 	if needResync {
 		a.log.Info("members cannot discard: initial resync")
 	}
 	a.start(needResync, nil, 0)
 	return a, nil
+}
+
+// createAreas places the areas of a new array of n members the smallest
+// of which is minSize bytes: the write-hole log area (when the policy, or
+// the level's default, asks for one) at the end of the header, the
+// checksum area (co.Checksums) after it, and the data region after the
+// last of them, aligned.
+func createAreas(co CreateOptions, n int, minSize int64) (dataOff, logLen, csumOff, csumLen int64, err error) {
+	dataOff = superblock.HeaderSize
+	// The level's traits do not depend on the member size: ask a layout
+	// of the smallest geometry.
+	probe, err := stripe.New(co.Level, n, co.Chunk, co.Chunk)
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("raid: create %q: %w", co.Name, err)
+	}
+	l, err := newLayout(probe)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	journal := l.Traits().Journal
+	switch co.ConsistencyPolicy {
+	case PolicyBitmap:
+		journal = false
+	case PolicyJournal:
+		if !journal {
+			return 0, 0, 0, 0, fmt.Errorf("%w: consistency policy journal: %s has no write hole (only RAID5 and RAID6 do); use bitmap", ErrConfig, co.Level)
+		}
+	}
+	if journal {
+		logLen = JournalLength(n, co.Chunk)
+		dataOff += logLen
+	}
+	if co.Checksums {
+		csumOff = dataOff
+		csumLen = integrity.AreaSize(max(0, minSize-csumOff))
+		dataOff = (csumOff + csumLen + superblock.Align - 1) / superblock.Align * superblock.Align
+	}
+	return dataOff, logLen, csumOff, csumLen, nil
 }
 
 type candidate struct {
@@ -402,6 +450,13 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			}
 		}
 	}
+	if a.journal != nil {
+		// Replay the write-hole journal before anything reads or resyncs.
+		if err := a.journal.open(unclean); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("raid: assemble %q: %w", meta.Name, err)
+		}
+	}
 	if resume != nil && unclean && a.bitmap != nil {
 		// Writes in flight at the crash may have torn rows below the
 		// checkpoint: rebuild again from the first dirty region.
@@ -426,7 +481,11 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
-		a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (RAID5 write hole); data on surviving members is intact")
+		if a.journal != nil {
+			a.log.Info("unclean shutdown while degraded: the write-hole journal replayed the partial-stripe writes in flight; no data they did not write was lost", "records", a.journal.replayed)
+		} else {
+			a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (write hole: consistency policy bitmap); data on surviving members is intact")
+		}
 		resync = false
 	}
 	for _, s := range dead {

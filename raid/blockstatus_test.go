@@ -10,7 +10,6 @@ import (
 
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
-	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -44,7 +43,7 @@ func TestBlockStatus(t *testing.T) {
 			var devs []raid.Device
 			for i := 0; i < s.n; i++ {
 				p := filepath.Join(dir, fmt.Sprint("m", i))
-				require.NoError(t, member.CreateSparse(p, superblock.HeaderSize+12*chunk))
+				require.NoError(t, member.CreateSparse(p, dataOffsetOf(s.level, s.n, chunk)+12*chunk))
 				f, err := member.Open(p, member.Options{})
 				require.NoError(t, err)
 				devs = append(devs, raid.Device{Path: p, Member: f})

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/raid"
-	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -42,7 +41,7 @@ func TestCheckDegraded(t *testing.T) {
 		{"raid0/whole", stripe.RAID0, 2, nil, rows, -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(tc.n, memberSizeFor(chunk, rows))
+			r := newRig(tc.n, levelSizeFor(tc.level, chunk, rows))
 			a := createArray(t, r.devs, raid.CreateOptions{Name: "ck", Level: tc.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			fill(t, a, 21)
 			require.NoError(t, a.Sync())
@@ -54,7 +53,7 @@ func TestCheckDegraded(t *testing.T) {
 				for i := range junk {
 					junk[i] = 0xa5
 				}
-				_, err := r.mem[tc.corrupt].WriteAt(junk, superblock.HeaderSize+3*chunk+1024)
+				_, err := r.mem[tc.corrupt].WriteAt(junk, dataOffsetOf(tc.level, tc.n, chunk)+3*chunk+1024)
 				require.NoError(t, err)
 			}
 			res, err := a.Check()

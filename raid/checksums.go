@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/raidd/raidd/raid/internal/integrity"
-	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -32,15 +31,6 @@ type csumState struct {
 	rebuilt  atomic.Int64                     // checksum pages that failed their own CRC
 	devs     atomic.Pointer[[]*integrity.Dev] // every Dev made, for Status
 	unsealed atomic.Pointer[[][2]int64]       // data ranges resealed on mismatch until the resync ends
-}
-
-// checksumLayout returns where the checksum area of a member whose data
-// region may be up to maxData bytes goes, and the data offset after it.
-func checksumLayout(maxData int64) (areaOff, areaLen, dataOff int64) {
-	areaOff = superblock.HeaderSize
-	areaLen = integrity.AreaSize(maxData)
-	dataOff = (areaOff + areaLen + superblock.Align - 1) / superblock.Align * superblock.Align
-	return areaOff, areaLen, dataOff
 }
 
 // wrapDev returns dev wrapped for checksums when the array has them.

@@ -68,6 +68,12 @@ var (
 	// ErrUnregistered is returned when no personality is registered for a level.
 	ErrUnregistered = errors.New("raid: level not registered")
 
+	// ErrJournal is returned by Create and Assemble when the write-hole
+	// journal cannot be read, replayed or started on a member: the error
+	// names the member and wraps the cause. Leaving that member out
+	// (it counts as missing) lets the others start.
+	ErrJournal = errors.New("raid: write-hole journal")
+
 	// ErrTooManyFailures is returned by a Layout when the members that are
 	// unusable for an operation exceed what the level can work around.
 	ErrTooManyFailures = errors.New("raid: too many member failures")
@@ -82,6 +88,17 @@ var (
 // locks; the Array retries the read under the locks. It never reaches a
 // caller of the Array.
 var errNeedLock = errors.New("raid: read needs the stripe locks")
+
+// errBadRecord is wrapped by the journal's decoders for bytes that are not
+// a valid log header or record: the end of a log, a torn record, or a log
+// of another array or epoch. A scan stops there; it never reaches a
+// caller of the Array.
+var errBadRecord = errors.New("raid: journal: not a valid record")
+
+// errRetryRow is what Op.JournalRow returns when the row's record could
+// not be written (a log member failed, or a log is full): the Layout plans
+// the row again. It never reaches a caller of the Array.
+var errRetryRow = errors.New("raid: journal: plan the row again")
 
 // errJobChanged is the internal signal of a recovery step whose job was
 // replaced, ended or turned from replace into rebuild meanwhile: the worker

@@ -77,8 +77,29 @@ func newRig(n int, size int64) *rig {
 	return r
 }
 
-// memberSizeFor returns a member size giving rows rows of data.
-func memberSizeFor(chunk, rows int64) int64 { return superblock.HeaderSize + chunk*rows }
+// memberSizeFor returns a member size giving rows rows of data to a RAID5
+// or RAID6 array of up to 6 members with the default write-hole log area;
+// levels without a log get the log area's bytes as extra rows.
+func memberSizeFor(chunk, rows int64) int64 {
+	return superblock.HeaderSize + raid.JournalLength(6, chunk) + chunk*rows
+}
+
+// levelSizeFor returns a member size giving exactly rows rows of data to
+// an array of level with up to 6 members (and the default consistency
+// policy).
+func levelSizeFor(level stripe.Level, chunk, rows int64) int64 {
+	return dataOffsetOf(level, 6, chunk) + chunk*rows
+}
+
+// dataOffsetOf returns where the data region starts on the members of a
+// new array of level with n members and the default consistency policy:
+// after the header, and after the write-hole log area on RAID5 and RAID6.
+func dataOffsetOf(level stripe.Level, n int, chunk int64) int64 {
+	if level == stripe.RAID5 || level == stripe.RAID6 {
+		return superblock.HeaderSize + raid.JournalLength(n, chunk)
+	}
+	return superblock.HeaderSize
+}
 
 // createArray creates an array from devs and registers a cleanup that
 // checks it (see checkArray) and closes it, as bbolt checks every test

@@ -77,6 +77,12 @@ type Traits struct {
 	// member's data (the write hole), so it leaves the rows as they are and
 	// warns.
 	ResyncDegraded bool
+	// Journal says the level's partial-stripe writes can open the write
+	// hole (parity computed from data that a crash may tear): its arrays
+	// keep a write-hole journal by default (consistency policy "journal",
+	// journal.go), and its Layout brackets each row write with
+	// Op.BeginRow, Op.JournalRow and Op.EndRow.
+	Journal bool
 }
 
 // NewLayout builds a personality for a validated geometry.

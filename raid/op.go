@@ -179,6 +179,15 @@ type Op struct {
 
 	gathered    []*gather // writes a coalescing leader performs
 	gatherOrder []int
+
+	// The write-hole journal (journal.go): inRow is set between BeginRow
+	// and EndRow (the journal's shared lock is held), rowMark is where the
+	// row's queued I/O starts in batch, journaled says a record of the row
+	// is durable and its writes must run before EndRow, and pieces is
+	// scratch for building records.
+	inRow, journaled bool
+	rowMark          int
+	pieces           []piece
 }
 
 // Geometry returns the geometry of the array.
@@ -642,6 +651,9 @@ func (op *Op) reset() {
 	op.found = op.found[:0]
 	op.cause = causeOther
 	op.readErr, op.repaired, op.replFailed, op.csumLost = 0, 0, 0, 0
+	if op.inRow {
+		panic("raid: an Op ended between BeginRow and EndRow")
+	}
 	op.v = nil
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil

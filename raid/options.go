@@ -148,6 +148,58 @@ type CreateOptions struct {
 	// every read is verified, and a block that fails is served and
 	// rewritten from redundancy. It cannot be changed later.
 	Checksums bool
+	// ConsistencyPolicy chooses how a crash is made safe: the zero value
+	// is "journal" for RAID5 and RAID6 and "bitmap" for the other levels.
+	ConsistencyPolicy ConsistencyPolicy
+}
+
+// ConsistencyPolicy says, in md's words, what keeps an array's redundancy
+// right across a crash.
+type ConsistencyPolicy uint8
+
+const (
+	// PolicyDefault is PolicyJournal for the levels that have a write
+	// hole (RAID5, RAID6) and PolicyBitmap for the others.
+	PolicyDefault ConsistencyPolicy = iota
+	// PolicyBitmap: the write-intent bitmap's dirty regions (or the whole
+	// array, without a bitmap) are resynced after a crash. On RAID5 and
+	// RAID6 this leaves the write hole open: a crash while a member is
+	// missing (or that leaves one missing) can corrupt data the crashed
+	// writes did not touch.
+	PolicyBitmap
+	// PolicyJournal adds the write-hole journal to the bitmap: every
+	// partial-stripe row write is recorded on its parity members' log areas
+	// before it reaches data or parity, and replayed at assembly.
+	PolicyJournal
+)
+
+func (p ConsistencyPolicy) String() string {
+	switch p {
+	case PolicyDefault:
+		return "default"
+	case PolicyBitmap:
+		return "bitmap"
+	case PolicyJournal:
+		return "journal"
+	}
+	return fmt.Sprintf("ConsistencyPolicy(%d)", uint8(p))
+}
+
+// ParseConsistencyPolicy parses "bitmap" or "journal" (and "" as
+// PolicyDefault). md's "ppl" is refused with a message that says what
+// raidd offers instead; any other word wraps ErrConfig too.
+func ParseConsistencyPolicy(s string) (ConsistencyPolicy, error) {
+	switch s {
+	case "":
+		return PolicyDefault, nil
+	case "bitmap":
+		return PolicyBitmap, nil
+	case "journal":
+		return PolicyJournal, nil
+	case "ppl":
+		return 0, fmt.Errorf("%w: consistency policy \"ppl\" (md's partial parity log) is not implemented: raidd closes the RAID5/RAID6 write hole with \"journal\", a log of partial-stripe writes on the members that full-stripe writes skip; use journal (the default for RAID5 and RAID6) or bitmap (no write-hole protection)", ErrConfig)
+	}
+	return 0, fmt.Errorf("%w: consistency policy %q is not bitmap or journal", ErrConfig, s)
 }
 
 // Validate reports every problem at once.
@@ -164,6 +216,9 @@ func (c CreateOptions) Validate() error {
 	}
 	if ch := c.Chunk; ch != 0 && (ch < stripe.MinChunk || ch > stripe.MaxChunk || ch&(ch-1) != 0) {
 		errs = append(errs, fmt.Errorf("%w: Chunk %d is not a power of two from %d to %d", ErrConfig, ch, stripe.MinChunk, stripe.MaxChunk))
+	}
+	if c.ConsistencyPolicy > PolicyJournal {
+		errs = append(errs, fmt.Errorf("%w: ConsistencyPolicy %d is not default, bitmap or journal", ErrConfig, c.ConsistencyPolicy))
 	}
 	if r := c.BitmapRegion; r > 0 && (r < stripe.MinChunk || r&(r-1) != 0) {
 		errs = append(errs, fmt.Errorf("%w: BitmapRegion %d is not a power of two of at least %d", ErrConfig, r, stripe.MinChunk))

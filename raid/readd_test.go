@@ -51,7 +51,7 @@ func TestReAdd(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", s.level, flow), func(t *testing.T) {
 				t.Parallel()
 				const chunk = 16 << 10
-				r := newRig(s.n, memberSizeFor(chunk, 64))
+				r := newRig(s.n, levelSizeFor(s.level, chunk, 64))
 				opts := raid.Options{CleanDelay: 10 * time.Millisecond}
 				a, err := raid.Create(r.devs, raid.CreateOptions{Name: "readd", Level: s.level, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
 				require.NoError(t, err)

@@ -40,9 +40,15 @@ type Status struct {
 	StripeCache       *StripeCacheStatus `json:"stripe_cache,omitempty"`
 	// Checksums describes the per-block checksums; nil without them.
 	Checksums *ChecksumStatus `json:"checksums,omitempty"`
-	Devices   []MemberStatus  `json:"members"`
-	Stats     Stats           `json:"stats"`
-	History   []Event         `json:"history,omitempty"` // the most recent, oldest first
+	// ConsistencyPolicy says in md's words what keeps redundancy right
+	// across a crash: "journal" (bitmap plus the write-hole journal of a
+	// RAID5 or RAID6), "bitmap", "resync" (no bitmap: a crash resyncs
+	// everything) or "none" (no redundancy).
+	ConsistencyPolicy string         `json:"consistency_policy"`
+	Journal           *JournalStatus `json:"journal,omitempty"`
+	Devices           []MemberStatus `json:"members"`
+	Stats             Stats          `json:"stats"`
+	History           []Event        `json:"history,omitempty"` // the most recent, oldest first
 }
 
 // Progress describes a background job over the rows of the array.
@@ -94,6 +100,33 @@ type StripeCacheStatus struct {
 	FullStripeWrites int64 `json:"full_stripe_writes"`
 	PartialWriteouts int64 `json:"partial_writeouts"`
 	Bypassed         int64 `json:"bypassed"`
+}
+
+// JournalStatus describes the write-hole journal (consistency policy
+// "journal"): the log area on each member, the partial-stripe row writes
+// recorded and the bytes that cost (on every log written: two per record
+// on RAID6), the checkpoints taken, and the records replayed at assembly.
+type JournalStatus struct {
+	AreaBytes    int64 `json:"area_bytes"`
+	Records      int64 `json:"records"`
+	BytesWritten int64 `json:"bytes_written"`
+	Checkpoints  int64 `json:"checkpoints"`
+	Replayed     int64 `json:"replayed"`
+}
+
+// ConsistencyPolicyOf names, in md's words, what keeps the redundancy of
+// the array a superblock describes right across a crash: "journal" (a
+// write-hole log area), "bitmap", "resync" (no bitmap) or "none" (RAID0).
+func ConsistencyPolicyOf(m *superblock.Meta) string {
+	switch {
+	case m.LogLength != 0:
+		return "journal"
+	case m.Level == 0:
+		return "none"
+	case m.BitmapRegion != 0:
+		return "bitmap"
+	}
+	return "resync"
 }
 
 // MemberStatus describes one member or missing role.
@@ -212,6 +245,10 @@ func (a *Array) Status() Status {
 		n, full := c.count.Load(), c.full.Load()
 		st.StripeCache = &StripeCacheStatus{Limit: int64(c.max) * c.width, Bytes: n * c.width, Stripes: n,
 			FullStripeWrites: full, PartialWriteouts: c.flushes.Load() - full, Bypassed: c.bypass.Load()}
+	}
+	st.ConsistencyPolicy = ConsistencyPolicyOf(meta)
+	if j := a.journal; j != nil {
+		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed}
 	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}

@@ -41,6 +41,13 @@ served from the other copy or parity and rewritten, and counted in
 'raidd status'. On RAID0 such a read fails with EIO. It is chosen here and
 cannot be changed later.
 
+RAID5 and RAID6 also keep a write-hole journal (--consistency-policy
+journal, the default): each partial-stripe write is logged on its parity
+members before it reaches data and parity, so a crash while a member is
+missing, or one that leaves a member missing, cannot corrupt data the
+write did not touch. It takes a log area after the header on every
+member. --consistency-policy bitmap leaves the hole open.
+
 Afterwards, add the array to the configuration of 'raidd serve'; create
 prints a snippet to paste.`,
 		Example: `  raidd create --name data --level 5 --chunk 64KiB /dev/sdb /dev/sdc /dev/sdd
@@ -57,6 +64,7 @@ prints a snippet to paste.`,
 	spares := fs.StringArray("spare", nil, "spare member `path` (repeatable)")
 	bitmap := fs.String("bitmap-region", "", "write-intent bitmap `size` covered by one bit, or none (default 64MiB)")
 	checksums := fs.Bool("checksums", false, "keep a CRC32C of every 4KiB block: reads are verified and bad blocks rewritten from redundancy (RAID0: the read fails)")
+	policy := fs.String("consistency-policy", "", "`policy` across a crash: journal (RAID5/6 default: closes the write hole) or bitmap")
 	keys := logFlags(fs)
 
 	cmd.RunE = func(cmd *cobra.Command, paths []string) error {
@@ -97,6 +105,9 @@ prints a snippet to paste.`,
 			} else if co.BitmapRegion == 0 {
 				errs = append(errs, errors.New("--bitmap-region: 0 is not a size; use none to disable the bitmap"))
 			}
+		}
+		if co.ConsistencyPolicy, err = raid.ParseConsistencyPolicy(*policy); err != nil {
+			errs = append(errs, fmt.Errorf("--consistency-policy: %w", err))
 		}
 		nMembers := len(paths)
 		paths = append(paths, *spares...)

@@ -11,23 +11,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
 // examined is the JSON form of one member's superblock.
 type examined struct {
-	Path        string `json:"path"`
-	Error       string `json:"error,omitempty"`
-	ArrayUUID   string `json:"array_uuid,omitempty"`
-	Name        string `json:"name,omitempty"`
-	Level       string `json:"level,omitempty"`
-	Chunk       uint64 `json:"chunk,omitempty"`
-	RaidMembers uint32 `json:"raid_members,omitempty"`
-	Role        int32  `json:"role"`
-	MemberUUID  string `json:"member_uuid,omitempty"`
-	DataOffset  uint64 `json:"data_offset,omitempty"`
-	DataSize    uint64 `json:"data_size,omitempty"`
+	Path              string `json:"path"`
+	Error             string `json:"error,omitempty"`
+	ArrayUUID         string `json:"array_uuid,omitempty"`
+	Name              string `json:"name,omitempty"`
+	Level             string `json:"level,omitempty"`
+	Chunk             uint64 `json:"chunk,omitempty"`
+	RaidMembers       uint32 `json:"raid_members,omitempty"`
+	Role              int32  `json:"role"`
+	MemberUUID        string `json:"member_uuid,omitempty"`
+	DataOffset        uint64 `json:"data_offset,omitempty"`
+	DataSize          uint64 `json:"data_size,omitempty"`
+	ConsistencyPolicy string `json:"consistency_policy,omitempty"`
+	LogOffset         uint64 `json:"log_offset,omitempty"`
+	LogLength         uint64 `json:"log_length,omitempty"`
 	// Checksums is the per-block checksum area, when the array has one.
 	Checksums         *examinedChecksums `json:"checksums,omitempty"`
 	Events            uint64             `json:"events"`
@@ -125,6 +129,7 @@ func examine(path string) (examined, error) {
 		Role: m.Role, MemberUUID: superblock.FormatUUID(m.MemberUUID),
 		DataOffset: m.DataOffset, DataSize: m.DataSize, Events: m.Events, State: m.State.String(),
 		RebuildRole: m.RebuildRole, RebuildCheckpoint: m.RebuildCheckpoint,
+		ConsistencyPolicy: raid.ConsistencyPolicyOf(m), LogOffset: m.LogOffset, LogLength: m.LogLength,
 		Created: time.Unix(0, m.CreateTime).UTC(), Updated: time.Unix(0, m.UpdateTime).UTC(),
 	}
 	if m.Checksums {
@@ -160,6 +165,11 @@ func printExamined(w io.Writer, e *examined) {
 		row("checksums", "none")
 	}
 	row("state", "%s, events %d", e.State, e.Events)
+	if e.LogLength != 0 {
+		row("consistency policy", "%s (write-hole log area at offset %d, %s)", e.ConsistencyPolicy, e.LogOffset, formatSize(int64(e.LogLength)))
+	} else if e.ConsistencyPolicy != "" {
+		row("consistency policy", "%s", e.ConsistencyPolicy)
+	}
 	if e.RebuildRole >= 0 {
 		row("rebuild", "role %d up to data offset %d", e.RebuildRole, e.RebuildCheckpoint)
 	}

@@ -304,6 +304,14 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 			fmt.Fprintf(w, "  checksums: CRC32C per 4KiB block; %d repaired, %d lost, %d checksum pages rebuilt, %d resealed after a crash; cache %s of %s\n",
 				c.Repaired, c.Lost, c.PagesRebuilt, c.Resealed, formatSize(c.CachedBytes), formatSize(c.CacheLimit))
 		}
+		if a.ConsistencyPolicy != "" {
+			fmt.Fprintf(w, "  consistency policy: %s", a.ConsistencyPolicy)
+			if j := a.Journal; j != nil {
+				fmt.Fprintf(w, " (write-hole journal: %s per member, %d partial-stripe rows recorded, %s written, %d checkpoints, %d records replayed at start)",
+					formatSize(j.AreaBytes), j.Records, formatSize(j.BytesWritten), j.Checkpoints, j.Replayed)
+			}
+			fmt.Fprintln(w)
+		}
 		s := a.Stats
 		fmt.Fprintf(w, "  I/O: read %s, written %s, zeroed %s; members written %s, zero blocks punched %s (write amplification %.2f)\n",
 			formatSize(s.ClientBytesRead), formatSize(s.ClientBytesWritten), formatSize(s.ClientBytesZeroed),

@@ -38,9 +38,10 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 // Traits: writes are locked (data and parity change together); degraded
 // reads lock up front because most of them reconstruct from the rest of
 // the row; partial-stripe writes are coalesced to save parity updates; and
-// a degraded array is not resynced (the write hole: see the README).
+// a degraded array is not resynced; partial-stripe rows are journaled
+// (the write hole: see the package doc).
 func (l *Layout) Traits() raid.Traits {
-	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true}
+	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true, Journal: true}
 }
 
 // xor sets dst ^= src with the encoder's SIMD XOR (parity coefficient 1).
@@ -166,8 +167,40 @@ func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 // writes without running them when the row needed no reads, so that
 // consecutive full-stripe rows go out together; the caller runs the queue.
 func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
-	pm := l.g.ParityMember(w.Row)
 	for {
+		op.BeginRow()
+		err := l.planRow(op, w)
+		op.EndRow()
+		if err != errRetry {
+			return err
+		}
+	}
+}
+
+// partial reports whether the row write leaves data of its range
+// unwritten: then a crash can tear it into a hole, and it is journaled.
+func (l *Layout) partial(w *rowWrite) bool {
+	for i := 0; i < l.dk; i++ {
+		if !w.Covers(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// journal records the row's queued writes in the parity member's log
+// when the array keeps a write-hole journal and the row needs it.
+func (l *Layout) journal(op *raid.Op, w *rowWrite, pm int) error {
+	if op.JournalRow(w.Row, l.partial(w), pm) != nil {
+		return errRetry
+	}
+	return nil
+}
+
+// planRow plans and performs (or queues) one row's write once.
+func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
+	pm := l.g.ParityMember(w.Row)
+	{
 		cnt, x := l.unreadable(op)
 		if cnt > 1 {
 			return raid.ErrTooManyFailures
@@ -176,7 +209,7 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 		switch {
 		case x == pm && !op.Writable(pm):
 			l.queueData(op, w)
-			return nil
+			return l.journal(op, w, pm)
 		case x >= 0 && x != pm:
 			xi := l.g.DataIndex(w.Row, x)
 			if w.Touched(xi) {
@@ -205,9 +238,7 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 				err = l.rmw(op, w, pm)
 			}
 		}
-		if err != errRetry {
-			return err
-		}
+		return err
 	}
 }
 
@@ -267,6 +298,9 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 	if op.Writable(pm) {
 		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
+	if err := l.journal(op, w, pm); err != nil {
+		return err
+	}
 	if reads {
 		op.Run()
 	}
@@ -301,6 +335,9 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, pm int) error {
 	if op.Writable(pm) {
 		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
+	if err := l.journal(op, w, pm); err != nil {
+		return err
+	}
 	op.Run()
 	return nil
 }
@@ -320,12 +357,14 @@ func (l *Layout) Discard(op *raid.Op, off, n int64) error {
 	// Whole rows: one discard per member.
 	if full := (end - off) / width; full > 0 {
 		row := off / width
+		op.BeginDiscard(row, row+full)
 		for m := 0; m < l.n; m++ {
 			if op.Writable(m) {
 				op.Discard(m, row*l.chunk, full*l.chunk)
 			}
 		}
 		op.Run()
+		op.EndRow()
 		if c, _ := l.unreadable(op); c > 1 {
 			return raid.ErrTooManyFailures
 		}

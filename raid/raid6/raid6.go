@@ -59,7 +59,7 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 // degraded reads lock up front because most of them reconstruct; partial
 // writes are coalesced; a degraded array is not resynced (the write hole).
 func (l *Layout) Traits() raid.Traits {
-	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true}
+	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true, Journal: true}
 }
 
 // member returns the member holding shard idx of row row: data index idx
@@ -213,6 +213,38 @@ func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 // consecutive full-stripe rows go out together; the caller runs the queue.
 func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 	for {
+		op.BeginRow()
+		err := l.planRow(op, w)
+		op.EndRow()
+		if err != errRetry {
+			return err
+		}
+	}
+}
+
+// partial reports whether the row write leaves data of its range
+// unwritten: then a crash can tear it into a hole, and it is journaled.
+func (l *Layout) partial(w *rowWrite) bool {
+	for i := 0; i < l.dk; i++ {
+		if !w.Covers(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// journal records the row's queued writes in the logs of its P and Q
+// members when the array keeps a write-hole journal and the row needs it.
+func (l *Layout) journal(op *raid.Op, w *rowWrite) error {
+	if op.JournalRow(w.Row, l.partial(w), l.g.ParityMember(w.Row), l.g.QMember(w.Row)) != nil {
+		return errRetry
+	}
+	return nil
+}
+
+// planRow plans and performs (or queues) one row's write once.
+func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
+	{
 		cnt := l.unreadable(op)
 		if cnt > 2 {
 			return raid.ErrTooManyFailures
@@ -250,9 +282,7 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 			}
 			err = l.rcw(op, w, full)
 		}
-		if err != errRetry {
-			return err
-		}
+		return err
 	}
 }
 
@@ -320,6 +350,9 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
 	l.encode(op, shards[:l.dk], pbuf, qbuf)
 	l.queueData(op, w)
 	l.queueParity(op, w, pbuf, qbuf)
+	if err := l.journal(op, w); err != nil {
+		return err
+	}
 	if reads {
 		op.Run()
 	}
@@ -354,6 +387,9 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite) error {
 	}
 	l.queueData(op, w)
 	l.queueParity(op, w, pbuf, qbuf)
+	if err := l.journal(op, w); err != nil {
+		return err
+	}
 	op.Run()
 	return nil
 }
@@ -372,12 +408,14 @@ func (l *Layout) Discard(op *raid.Op, off, n int64) error {
 	}
 	if full := (end - off) / width; full > 0 {
 		row := off / width
+		op.BeginDiscard(row, row+full)
 		for m := 0; m < l.n; m++ {
 			if op.Writable(m) {
 				op.Discard(m, row*l.chunk, full*l.chunk)
 			}
 		}
 		op.Run()
+		op.EndRow()
 		if l.unreadable(op) > 2 {
 			return raid.ErrTooManyFailures
 		}

@@ -33,14 +33,20 @@ const (
 	Version = 1
 )
 
-// Feature flags (the Flags field): incompatible features. A build refuses
-// a slot with a flag it does not know (ErrVersion).
+// Feature flags (the Flags word at byte 12): incompatible features. A
+// build refuses a slot with a flag it does not know (ErrVersion). Encode
+// derives each flag from the fields it stands for, and Decode refuses a
+// slot whose flags and fields disagree (ErrCorrupt).
 const (
 	// FlagChecksums: the members carry per-block checksums in the area
 	// [ChecksumOffset, ChecksumOffset+ChecksumLength).
 	FlagChecksums = 1 << 0
+	// FlagLog is set when the members carry a write-hole log area
+	// (LogOffset, LogLength): the journal of partial-stripe writes of a
+	// parity array whose consistency policy is "journal".
+	FlagLog = 1 << 1
 
-	knownFlags = FlagChecksums
+	knownFlags = FlagChecksums | FlagLog
 )
 
 // flags returns the feature flags m needs.
@@ -48,6 +54,9 @@ func (m *Meta) flags() uint32 {
 	var f uint32
 	if m.Checksums {
 		f |= FlagChecksums
+	}
+	if m.LogLength != 0 {
+		f |= FlagLog
 	}
 	return f
 }
@@ -82,6 +91,8 @@ const (
 	offScrub        = 216
 	offCsumOffset   = 224
 	offCsumLength   = 232
+	offLogOffset    = 240
+	offLogLength    = 248
 	offMembers      = 256
 	entrySize       = 24
 	entRole         = 16
@@ -97,7 +108,7 @@ var reserved = [][2]int{
 	{offState + 1, offRebuildRole},
 	{offMemberCount + 4, offDegraded},
 	{offScrub + 8, offCsumOffset},
-	{offCsumLength + 8, offMembers},
+	{offCsumLength + 8, offLogOffset},
 	{endMembers, offChecksum},
 }
 
@@ -144,6 +155,8 @@ func (m *Meta) Encode(dst []byte) error {
 	le.PutUint64(dst[offScrub:], m.Scrub)
 	le.PutUint64(dst[offCsumOffset:], m.ChecksumOffset)
 	le.PutUint64(dst[offCsumLength:], m.ChecksumLength)
+	le.PutUint64(dst[offLogOffset:], m.LogOffset)
+	le.PutUint64(dst[offLogLength:], m.LogLength)
 	for i, mi := range m.Members {
 		e := dst[offMembers+i*entrySize:]
 		copy(e, mi.UUID[:])
@@ -228,6 +241,8 @@ func Decode(b []byte) (*Meta, error) {
 		Checksums:         flags&FlagChecksums != 0,
 		ChecksumOffset:    le.Uint64(b[offCsumOffset:]),
 		ChecksumLength:    le.Uint64(b[offCsumLength:]),
+		LogOffset:         le.Uint64(b[offLogOffset:]),
+		LogLength:         le.Uint64(b[offLogLength:]),
 		Members:           make([]MemberInfo, count),
 	}
 	copy(m.ArrayUUID[:], b[offArrayUUID:])
@@ -237,6 +252,9 @@ func Decode(b []byte) (*Meta, error) {
 		copy(m.Members[i].UUID[:], e)
 		m.Members[i].Role = int32(le.Uint32(e[entRole:]))
 		m.Members[i].State = MemberState(e[entState])
+	}
+	if got := m.flags(); flags != got {
+		return nil, fmt.Errorf("%w: feature flags %#x disagree with the fields (%#x)", ErrCorrupt, flags, got)
 	}
 	if p := m.problems(); len(p) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, p)

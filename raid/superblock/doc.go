@@ -21,7 +21,9 @@
 //	12288      4096     in-use block (InUseOffset), zero when nobody holds the member
 //	16384      49152    reserved, zero
 //	65536      983040   write-intent bitmap area (BitmapOffset, BitmapBytes)
-//	1048576    ...      data region (DataOffset)
+//	1048576    ...      write-hole log area (LogOffset, LogLength), parity
+//	                    arrays with consistency policy "journal" only
+//	...        ...      data region (DataOffset: HeaderSize without a log)
 //
 // # Slot layout
 //
@@ -31,7 +33,7 @@
 //	offset  size  field
 //	0       8     Magic "RAIDDSB\x00"
 //	8       4     Version uint32 (= 1)
-//	12      4     Flags uint32: incompatible features; bit 0 FlagChecksums
+//	12      4     Flags uint32: incompatible features; bit 0 FlagChecksums, bit 1 FlagLog (a log area)
 //	16      16    ArrayUUID
 //	32      64    Name: UTF-8 bytes, NUL padded (no terminator at 64 bytes)
 //	96      4     Level uint32: 0, 1, 5, 6 or 10
@@ -56,7 +58,8 @@
 //	216     8     Scrub uint64: bit 63 set = scrub running (bit 62: repairing, bits 0..61: row it resumes at); clear = unix seconds the last scrub finished (0 = never)
 //	224     8     ChecksumOffset uint64, bytes (0 without FlagChecksums)
 //	232     8     ChecksumLength uint64, bytes (0 without FlagChecksums)
-//	240     16    reserved, zero
+//	240     8     LogOffset uint64: the write-hole log area (0 = none)
+//	248     8     LogLength uint64, bytes (0 = none; FlagLog set otherwise)
 //	256     1536  member table: 64 entries of 24 bytes
 //	1792    2300  reserved, zero
 //	4092    4     CRC32C (Castagnoli) of bytes [0, 4092)

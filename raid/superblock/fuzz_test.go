@@ -90,23 +90,27 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		f.Add(m.ArrayUUID[:], m.Name, m.Level, m.Layout, m.ChunkSize, m.RaidDisks, m.Role,
 			m.MemberUUID[:], m.DataOffset, m.DataSize, m.Events, byte(m.State), m.RebuildRole,
-			m.RebuildCheckpoint, m.BitmapRegion, m.CreateTime, m.UpdateTime, members)
+			m.RebuildCheckpoint, m.BitmapRegion, m.CreateTime, m.UpdateTime, members,
+			m.LogOffset, m.LogLength)
 	}
 	add(validMeta())
 	add(goldenMeta())
 	spare := validMeta()
 	spare.Role, spare.MemberUUID = -1, uuidN(4)
 	add(spare)
+	add(logMeta())
 
 	f.Fuzz(func(t *testing.T, arrayUUID []byte, name string, level, layout uint32, chunk uint64,
 		raidDisks uint32, role int32, memberUUID []byte, dataOffset, dataSize, events uint64,
 		state byte, rebuildRole int32, checkpoint, bitmap uint64, ctime, utime int64, members []byte,
+		logOffset, logLength uint64,
 	) {
 		m := &Meta{
 			Name: name, Level: level, Layout: layout, ChunkSize: chunk, RaidDisks: raidDisks,
 			Role: role, DataOffset: dataOffset, DataSize: dataSize, Events: events,
 			State: ArrayState(state), RebuildRole: rebuildRole, RebuildCheckpoint: checkpoint,
 			BitmapRegion: bitmap, CreateTime: ctime, UpdateTime: utime,
+			LogOffset: logOffset, LogLength: logLength,
 		}
 		copy(m.ArrayUUID[:], arrayUUID)
 		copy(m.MemberUUID[:], memberUUID)

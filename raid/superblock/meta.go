@@ -129,6 +129,13 @@ type Meta struct {
 	ChecksumOffset uint64 // bytes; >= HeaderSize, a multiple of Align
 	ChecksumLength uint64 // bytes; > 0, ends at or before DataOffset
 
+	// LogOffset and LogLength place the write-hole log area on every
+	// member: bytes [LogOffset, LogOffset+LogLength), after the header and
+	// before DataOffset. Both are 0 when the array keeps no log (any level
+	// but 5 and 6, or consistency policy "bitmap"). Package raid owns the
+	// area's content; FlagLog is set exactly when LogLength is not 0.
+	LogOffset, LogLength uint64
+
 	// Members lists every member this member knows of, including itself,
 	// with roles and spares, as it last knew them. At most MaxMembers.
 	Members []MemberInfo
@@ -169,7 +176,11 @@ func (m *Meta) Clone() *Meta {
 // with Checksums, ChecksumOffset >= HeaderSize is a multiple of Align and the
 // non-empty checksum area ends at or before DataOffset, and without it both
 // are 0; BitmapRegion is 0 or a power of two >= Align, and the bitmap of
-// ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset. The member table has 1..MaxMembers entries with distinct, non
+// ceil(DataSize/BitmapRegion) bits fits between BitmapOffset and DataOffset
+// (LogOffset when there is a log area); LogOffset and LogLength are both 0,
+// or, on a level 5 or 6 array, LogLength is a non-zero multiple of Align and
+// [LogOffset, LogOffset+LogLength) lies between HeaderSize and DataOffset,
+// LogOffset a multiple of Align. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
 // removed entries hold -1 or a role in range. The table lists this member
@@ -254,11 +265,30 @@ func (m *Meta) problems() problemList {
 		bad("DegradedEvents", "%d is beyond Events %d", m.DegradedEvents, m.Events)
 	}
 	if r := m.BitmapRegion; r != 0 {
+		// The bitmap ends where the first area after it begins: the log
+		// area when there is one, else the data region.
+		end, endName := m.DataOffset, "DataOffset"
+		if m.LogLength != 0 && m.LogOffset < end {
+			end, endName = m.LogOffset, "LogOffset"
+		}
 		switch {
 		case r < Align || bits.OnesCount64(r) != 1:
 			bad("BitmapRegion", "%d is not a power of two of at least %d", r, Align)
-		case m.DataSize > 0 && m.DataOffset >= BitmapOffset && (m.DataSize-1)/r+1 > (m.DataOffset-BitmapOffset)*8:
-			bad("BitmapRegion", "%d gives %d bits for DataSize %d, more than fit between BitmapOffset %d and DataOffset %d", r, (m.DataSize-1)/r+1, m.DataSize, BitmapOffset, m.DataOffset)
+		case m.DataSize > 0 && end >= BitmapOffset && (m.DataSize-1)/r+1 > (end-BitmapOffset)*8:
+			bad("BitmapRegion", "%d gives %d bits for DataSize %d, more than fit between BitmapOffset %d and %s %d", r, (m.DataSize-1)/r+1, m.DataSize, BitmapOffset, endName, end)
+		}
+	}
+
+	if m.LogOffset != 0 || m.LogLength != 0 {
+		switch {
+		case m.Level != 5 && m.Level != 6:
+			bad("LogLength", "is %d, but only levels 5 and 6 keep a write-hole log (level %d)", m.LogLength, m.Level)
+		case m.LogLength == 0 || m.LogLength%Align != 0:
+			bad("LogLength", "%d is not a non-zero multiple of %d", m.LogLength, Align)
+		case m.LogOffset < HeaderSize || m.LogOffset%Align != 0:
+			bad("LogOffset", "%d is not a multiple of %d of at least HeaderSize=%d", m.LogOffset, Align, HeaderSize)
+		case m.LogLength > m.DataOffset || m.LogOffset > m.DataOffset-m.LogLength:
+			bad("LogLength", "the log area [%d, +%d) reaches past DataOffset %d", m.LogOffset, m.LogLength, m.DataOffset)
 		}
 	}
 

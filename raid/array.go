@@ -177,8 +177,13 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		}
 		a.SetCopyVerifier(csumVerifier{a})
 	}
-	if meta.LogLength != 0 && !a.readOnly {
-		a.journal = newJournal(a, meta)
+	if meta.LogLength != 0 {
+		if need := logHeaderSize + maxRecord(geo.Members(), geo.Chunk()); int64(meta.LogLength) < need {
+			return nil, fmt.Errorf("%w: the write-hole log area is %d bytes, less than the %d its largest record needs", ErrCorrupt, meta.LogLength, need)
+		}
+		if !a.readOnly {
+			a.journal = newJournal(a, meta)
+		}
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.drained = make(chan struct{}, 1)

@@ -106,6 +106,13 @@
 // skipped):
 //
 //	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu, stripeCache.mu
+//	stripe locks (ascending) → journal.mu → commitMu → ...; journal.mu → journal.wmu → journal.synced[m].mu; journal.rowsMu is a leaf
+//
+// journal.mu is the write-hole journal's (journal.go): a parity row write
+// holds it shared from Op.BeginRow to Op.EndRow, under the stripe locks;
+// a checkpoint holds it exclusively, taken by a row write before it takes
+// the lock shared, never while it holds it. Nothing takes it while holding
+// commitMu or cfgMu.
 //
 // The stripe locks (stripe.Locks) serialize work on a stripe. bitmap.mu
 // serializes write-intent bitmap updates. commitMu serializes changes of the

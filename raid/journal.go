@@ -99,6 +99,19 @@ type record struct {
 //	       data-region offset u64, length u64
 //	...    payload: the data pieces' bytes, in order
 func appendRecord(dst []byte, epoch, seq uint64, row int64, pieces []piece) []byte {
+	dst = appendRecordHead(dst, epoch, seq, row, pieces)
+	for _, p := range pieces {
+		if p.kind == pieceData {
+			dst = append(dst, p.data...)
+		}
+	}
+	return dst
+}
+
+// appendRecordHead appends the header and descriptors of the record of
+// appendRecord, whose payload (the data pieces, in order) the caller
+// writes after them; the CRC covers the payload too.
+func appendRecordHead(dst []byte, epoch, seq uint64, row int64, pieces []piece) []byte {
 	start := len(dst)
 	length := int64(recHeaderSize + recDescSize*len(pieces))
 	for _, p := range pieces {
@@ -118,12 +131,13 @@ func appendRecord(dst []byte, epoch, seq uint64, row int64, pieces []piece) []by
 		dst = le.AppendUint64(dst, uint64(p.off))
 		dst = le.AppendUint64(dst, uint64(p.n))
 	}
+	crc := crc32.Update(0, castagnoli, dst[start:])
 	for _, p := range pieces {
 		if p.kind == pieceData {
-			dst = append(dst, p.data...)
+			crc = crc32.Update(crc, castagnoli, p.data)
 		}
 	}
-	le.PutUint32(dst[start+36:], crc32.Checksum(dst[start:], castagnoli))
+	le.PutUint32(dst[start+36:], crc)
 	return dst
 }
 
@@ -271,7 +285,7 @@ func newJournal(a *Array, meta *superblock.Meta) *journal {
 		maxRec: maxRecord(a.geo.Members(), a.geo.Chunk()),
 		rows:   map[int64]struct{}{},
 	}
-	j.bufs.New = func() any { b := make([]byte, 0, 64<<10); return &b }
+	j.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return j
 }
 
@@ -363,9 +377,9 @@ func (op *Op) EndRow() {
 // every writable member in logs and synced. Without a journal, or with no
 // writable parity member (no parity, no hole), it records nothing.
 //
-// It returns nil when the Layout may run its writes, and ErrTooManyFailures
-// or errRetryRow otherwise: a log member failed (it is recorded on the op)
-// or a log is full. The queued writes of the row are then dropped and the
+// It returns nil when the Layout may run its writes, and errRetryRow
+// otherwise: a log member failed (it is recorded on the op) or a log is
+// full. The queued writes of the row are then dropped and the
 // Layout must plan the row again, after EndRow and BeginRow.
 func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
 	j := op.a.journal
@@ -386,8 +400,6 @@ func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
 	if k == 0 {
 		return nil
 	}
-	bp := j.bufs.Get().(*[]byte)
-	defer j.bufs.Put(bp)
 	pieces := op.pieces[:0]
 	for i := op.rowMark; i < len(op.batch); i++ {
 		r := &op.batch[i]
@@ -401,17 +413,30 @@ func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
 			pieces = append(pieces, piece{role: r.m, kind: pieceZeroes, off: r.off - op.v.dataOff, n: r.n})
 		}
 	}
-	rec := appendRecord((*bp)[:0], j.epoch, j.seq.Add(1), row, pieces)
-	for i := range pieces {
-		pieces[i].data = nil
+	// The record is written as one vector: its head, the data pieces
+	// where they are, and zero padding.
+	bp := j.bufs.Get().(*[]byte)
+	head := appendRecordHead((*bp)[:0], j.epoch, j.seq.Add(1), row, pieces)
+	*bp = head[:0]
+	vec := append(op.recVec[:0], head)
+	length := int64(len(head))
+	for _, p := range pieces {
+		if p.kind == pieceData {
+			vec = append(vec, p.data)
+			length += p.n
+		}
 	}
+	size := roundUp(length, recAlign)
+	if size > length {
+		vec = append(vec, zeroPage[:size-length])
+	}
+	err := j.append(op, vec, size, lm[:k])
+	j.bufs.Put(bp)
+	clear(vec)
+	op.recVec = vec[:0]
+	clear(pieces)
 	op.pieces = pieces[:0]
-	size := roundUp(int64(len(rec)), recAlign)
-	used := len(rec)
-	rec = slices.Grow(rec, int(size)-used)[:size]
-	clear(rec[used:])
-	*bp = rec[:0]
-	if err := j.append(op, rec, lm[:k]); err != nil {
+	if err != nil {
 		op.dropBatch(op.rowMark)
 		return err
 	}
@@ -421,19 +446,18 @@ func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
 		j.nrows.Add(1)
 	}
 	j.rowsMu.Unlock()
-	j.records.Add(1)
-	j.bytes.Add(size * int64(k))
 	op.journaled = true
 	return nil
 }
 
-// append writes rec (padded) to the logs of members lm and syncs them.
-func (j *journal) append(op *Op, rec []byte, lm []int) error {
-	size := int64(len(rec))
+// append writes the record vec (size bytes, padded) to the logs of
+// members lm and syncs them.
+func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	if size > j.cap {
 		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds the log area (%d): JournalLength is wrong", size, j.cap))
 	}
 	var upto [2]uint64
+	var flat []byte // the record in one buffer, for members without vectored writes
 	failed := false
 	j.wmu.Lock()
 	for _, m := range lm {
@@ -444,7 +468,20 @@ func (j *journal) append(op *Op, rec []byte, lm []int) error {
 		}
 	}
 	for i, m := range lm {
-		if _, err := op.v.devs[m].WriteAt(rec, j.off+logHeaderSize+j.tail[m]); err != nil {
+		d, off := op.v.devs[m], j.off+logHeaderSize+j.tail[m]
+		var err error
+		if vd, ok := d.(vectorIO); ok {
+			_, err = vd.WritevAt(vec, off)
+		} else {
+			if flat == nil {
+				flat = make([]byte, 0, size)
+				for _, b := range vec {
+					flat = append(flat, b...)
+				}
+			}
+			_, err = d.WriteAt(flat, off)
+		}
+		if err != nil {
 			op.fail(m, &MemberError{Op: "journal write", Member: m, Offset: -1, Err: err})
 			failed = true
 			continue
@@ -457,6 +494,8 @@ func (j *journal) append(op *Op, rec []byte, lm []int) error {
 	if failed {
 		return errRetryRow
 	}
+	j.records.Add(1)
+	j.bytes.Add(size * int64(len(lm)))
 	for i, m := range lm {
 		if err := j.syncTo(op.v.devs[m], m, upto[i]); err != nil {
 			op.fail(m, &MemberError{Op: "journal sync", Member: m, Offset: -1, Err: err})
@@ -652,6 +691,7 @@ func (j *journal) replay(v *View, recs []record) error {
 		}
 		last = r.seq
 		count++
+
 		rows[r.row] = true
 		for _, p := range r.pieces {
 			d := v.devs[p.role]

@@ -183,11 +183,12 @@ type Op struct {
 	// The write-hole journal (journal.go): inRow is set between BeginRow
 	// and EndRow (the journal's shared lock is held), rowMark is where the
 	// row's queued I/O starts in batch, journaled says a record of the row
-	// is durable and its writes must run before EndRow, and pieces is
-	// scratch for building records.
+	// is durable and its writes must run before EndRow, and pieces and
+	// recVec are scratch for building records.
 	inRow, journaled bool
 	rowMark          int
 	pieces           []piece
+	recVec           [][]byte
 }
 
 // Geometry returns the geometry of the array.
@@ -450,6 +451,7 @@ func (op *Op) Run() int {
 		op.repaired &^= op.failed
 	}
 	op.batch = op.batch[:0]
+	op.rowMark = 0 // what a row queued before this Run has run
 	return bad
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/raidd/raidd/raid"
 )
 
 // errConfig is wrapped by every configuration problem.
@@ -144,6 +146,12 @@ type ArrayConfig struct {
 	// StripeCacheDelay is how long a partial stripe may stay cached
 	// (raid.Options.StripeCacheDelay); 0 means 5ms.
 	StripeCacheDelay time.Duration `mapstructure:"stripe_cache_delay"`
+	// ConsistencyPolicy, when set, is what the superblocks must say keeps
+	// the array consistent across a crash (journal, bitmap, resync or
+	// none); it is chosen at create time (create --consistency-policy),
+	// so a mismatch refuses to serve the array rather than silently
+	// running without the protection the configuration expects.
+	ConsistencyPolicy string `mapstructure:"consistency_policy"`
 }
 
 // MemberConfig is one member device. In YAML it is either a plain path or a
@@ -450,6 +458,13 @@ func (c *Config) Validate() error {
 		}
 		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))
+		}
+		switch a.ConsistencyPolicy {
+		case "", "journal", "bitmap", "resync", "none":
+		default:
+			if _, err := raid.ParseConsistencyPolicy(a.ConsistencyPolicy); err != nil {
+				bad("%s: consistency_policy: %v", where, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

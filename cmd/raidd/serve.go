@@ -643,6 +643,9 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		case m.Name != ac.Name:
 			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the array name or the member list",
 				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
+		case ac.ConsistencyPolicy != "" && raid.ConsistencyPolicyOf(m) != ac.ConsistencyPolicy:
+			errs = append(errs, fmt.Errorf("%s: array %q was created with consistency policy %s, and the configuration says %s; the policy is chosen at create time ('raidd create --consistency-policy'): fix consistency_policy or remove it",
+				d.Path, ac.Name, raid.ConsistencyPolicyOf(m), ac.ConsistencyPolicy))
 		case d.WriteMostly && !hasMirrors(stripe.Level(m.Level)):
 			errs = append(errs, fmt.Errorf("%s: write_mostly (--write-mostly) applies to mirrors, and %s is a %s array, which has none; remove the setting (it is only for raid1 and raid10)",
 				d.Path, ac.Name, stripe.Level(m.Level)))

@@ -181,6 +181,20 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	return a, nil
 }
 
+// CreateDataOffset returns where Create would start the data region on
+// n members of size bytes with options co: after the header, the
+// write-hole log area when co's consistency policy (or the level's
+// default) keeps one, and the checksum area with co.Checksums. It fails,
+// wrapping ErrConfig or a stripe error, when Create would refuse co for
+// any member size.
+func CreateDataOffset(co CreateOptions, n int, size int64) (int64, error) {
+	if co.Chunk == 0 {
+		co.Chunk = stripe.DefaultChunk
+	}
+	off, _, _, _, err := createAreas(co, n, size)
+	return off, err
+}
+
 // createAreas places the areas of a new array of n members the smallest
 // of which is minSize bytes: the write-hole log area (when the policy, or
 // the level's default, asks for one) at the end of the header, the

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,7 +174,7 @@ prints a snippet to paste.`,
 		if err != nil {
 			closeAll()
 			if errors.Is(err, stripe.ErrTooSmall) {
-				return tooSmall(devs[:nMembers], co.Chunk)
+				return tooSmall(devs[:nMembers], co)
 			}
 			return err
 		}
@@ -231,10 +230,11 @@ func warnSizes(log *slog.Logger, devs []raid.Device) {
 }
 
 // tooSmall explains a create refused because the smallest member cannot
-// hold the header and one chunk: the minimum size, and a chunk that fits.
-func tooSmall(devs []raid.Device, chunk int64) error {
-	if chunk == 0 {
-		chunk = stripe.DefaultChunk
+// hold the header, the write-hole log area (RAID5 and RAID6 with the
+// journal) and one chunk: the minimum size, and a chunk that fits.
+func tooSmall(devs []raid.Device, co raid.CreateOptions) error {
+	if co.Chunk == 0 {
+		co.Chunk = stripe.DefaultChunk
 	}
 	small := devs[0]
 	for _, d := range devs[1:] {
@@ -243,12 +243,31 @@ func tooSmall(devs []raid.Device, chunk int64) error {
 		}
 	}
 	size := small.Member.Size()
-	need := superblock.HeaderSize + chunk
-	msg := fmt.Sprintf("%s is %s (%d bytes); with chunk %s a member needs at least %s (%d bytes: the %s header and one chunk)",
-		small.Path, formatSize(size), size, formatSize(chunk), formatSize(need), need, formatSize(superblock.HeaderSize))
-	if fit := size - superblock.HeaderSize; fit >= stripe.MinChunk {
-		c := int64(1) << (bits.Len64(uint64(fit)) - 1)
-		msg += fmt.Sprintf("; use a smaller chunk (--chunk %s) or larger members", formatSize(c))
+	// dataOff is where the data region starts with chunk c.
+	dataOff := func(c int64) int64 {
+		o := co
+		o.Chunk = c
+		if off, err := raid.CreateDataOffset(o, len(devs), size); err == nil {
+			return off
+		}
+		return superblock.HeaderSize
+	}
+	chunk := co.Chunk
+	need := dataOff(chunk) + chunk
+	parts := "the " + formatSize(superblock.HeaderSize) + " header and one chunk"
+	if l := dataOff(chunk) - superblock.HeaderSize; l > 0 {
+		parts = fmt.Sprintf("the %s header, the %s write-hole log area and one chunk", formatSize(superblock.HeaderSize), formatSize(l))
+	}
+	msg := fmt.Sprintf("%s is %s (%d bytes); with chunk %s a member needs at least %s (%d bytes: %s)",
+		small.Path, formatSize(size), size, formatSize(chunk), formatSize(need), need, parts)
+	for c := chunk / 2; c >= stripe.MinChunk; c /= 2 {
+		if dataOff(c)+c <= size {
+			return fmt.Errorf("%w: %s; use a smaller chunk (--chunk %s) or larger members", stripe.ErrTooSmall, msg, formatSize(c))
+		}
+	}
+	if dataOff(stripe.MinChunk) > superblock.HeaderSize {
+		msg += fmt.Sprintf("; even the smallest chunk (%s) needs members of at least %d bytes: use larger members, or --consistency-policy bitmap (no log area, and no write-hole protection)",
+			formatSize(stripe.MinChunk), dataOff(stripe.MinChunk)+stripe.MinChunk)
 	} else {
 		msg += fmt.Sprintf("; even the smallest chunk (%s) needs members of at least %d bytes (the %s header and %s): use larger members",
 			formatSize(stripe.MinChunk), superblock.HeaderSize+stripe.MinChunk, formatSize(superblock.HeaderSize), formatSize(stripe.MinChunk))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
 )
 
 // statusOf runs raidd status --json and returns the status of array name.
@@ -72,7 +73,7 @@ func TestServeMemberArguments(t *testing.T) {
 	// The array's name comes from the superblocks and names the export.
 	d := start(t, append(append([]string{"serve"}, listen...), members...)...)
 	c := dialNBD(t, "unix", e.nbdSock, "data")
-	require.EqualValues(t, 2*7<<20, c.size)
+	require.EqualValues(t, 2*dataBytes(t, stripe.RAID5, 3, 64<<10, 8<<20), c.size)
 	assert.Zero(t, c.flags&nbdFlagReadOnly)
 	p := pattern(8192, 5)
 	c.mustDo(nbdCmdWrite, 4096, p)
@@ -273,7 +274,7 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, out, "nbdcopy ")
 	assert.Contains(t, out, "qemu-img info '"+uri+"'")
 	c := dialNBD(t, "unix", sock, "demo")
-	assert.EqualValues(t, 3*63<<20, c.size)
+	assert.EqualValues(t, 3*dataBytes(t, stripe.RAID5, 4, 512<<10, 64<<20), c.size)
 	c.do(nbdCmdDisc, 0, nil)
 	st := statusOf(t, filepath.Join(dir, "control.sock"), "demo")
 	assert.Equal(t, "raid5", st.Level)

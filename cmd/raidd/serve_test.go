@@ -16,7 +16,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
 )
+
+// dataBytes returns the data region, in whole chunks, that create leaves
+// on members of size bytes of an n-member array of level with chunk:
+// what follows the header and, on RAID5 and RAID6 (consistency policy
+// journal, the default), the write-hole log area.
+func dataBytes(t *testing.T, level stripe.Level, n int, chunk, size int64) int64 {
+	t.Helper()
+	off, err := raid.CreateDataOffset(raid.CreateOptions{Name: "x", Level: level, Chunk: chunk}, n, size)
+	require.NoError(t, err)
+	return (size - off) / chunk * chunk
+}
 
 // syncBuffer is a bytes.Buffer safe for the daemon's concurrent logging.
 type syncBuffer struct {
@@ -165,8 +179,10 @@ func TestServeEndToEnd(t *testing.T) {
 	d := serve(t, cfg)
 	assert.Contains(t, readNotify(t, notify), "READY=1")
 
-	// Two data members of 7 MiB data regions (8 MiB less the 1 MiB header).
-	const size = 2 * 7 << 20
+	// Two data members of 6 MiB data regions (8 MiB less the 1 MiB header
+	// and the 1 MiB write-hole log area).
+	size := uint64(2 * dataBytes(t, stripe.RAID5, 3, 64<<10, 8<<20))
+	require.EqualValues(t, 2*6<<20, size)
 	c := dialNBD(t, "unix", e.nbdSock, "data")
 	require.EqualValues(t, size, c.size)
 	assert.NotZero(t, c.flags&nbdFlagSendFlush, "FLUSH advertised")

@@ -380,7 +380,13 @@ type arrayStatus struct {
 	Resync   *struct {
 		Percent float64 `json:"percent"`
 	} `json:"resync"`
-	Devices []memberStatus `json:"members"`
+	Devices           []memberStatus `json:"members"`
+	ConsistencyPolicy string         `json:"consistency_policy"`
+	Journal           *struct {
+		Records     int64 `json:"records"`
+		Checkpoints int64 `json:"checkpoints"`
+		Replayed    int64 `json:"replayed"`
+	} `json:"journal"`
 }
 
 type memberStatus struct {

@@ -482,7 +482,8 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 			_, err = d.WriteAt(flat, off)
 		}
 		if err != nil {
-			op.fail(m, &MemberError{Op: "journal write", Member: m, Offset: -1, Err: err})
+			op.countError(m, false, ioWrite)
+			op.fail(m, &MemberError{Op: "write", Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal record: %w", err)})
 			failed = true
 			continue
 		}
@@ -498,7 +499,8 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	j.bytes.Add(size * int64(len(lm)))
 	for i, m := range lm {
 		if err := j.syncTo(op.v.devs[m], m, upto[i]); err != nil {
-			op.fail(m, &MemberError{Op: "journal sync", Member: m, Offset: -1, Err: err})
+			op.countError(m, false, ioSync)
+			op.fail(m, &MemberError{Op: "sync", Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal record: %w", err)})
 			failed = true
 		}
 	}
@@ -553,6 +555,7 @@ func (j *journal) checkpoint(op *Op) {
 func (j *journal) syncAll(op *Op, v *View, hdr []byte) {
 	n := v.geo.Members()
 	errs := make([]error, n)
+	kinds := make([]ioKind, n)
 	var wg sync.WaitGroup
 	for m := 0; m < n; m++ {
 		d := v.devs[m]
@@ -564,17 +567,18 @@ func (j *journal) syncAll(op *Op, v *View, hdr []byte) {
 			defer wg.Done()
 			if hdr != nil {
 				if _, err := d.WriteAt(hdr, j.off); err != nil {
-					errs[m] = err
+					errs[m], kinds[m] = err, ioWrite
 					return
 				}
 			}
-			errs[m] = d.Sync()
+			errs[m], kinds[m] = d.Sync(), ioSync
 		}()
 	}
 	wg.Wait()
 	for m, err := range errs {
 		if err != nil {
-			op.fail(m, &MemberError{Op: "journal sync", Member: m, Offset: -1, Err: err})
+			op.countError(m, false, kinds[m])
+			op.fail(m, &MemberError{Op: ioNames[kinds[m]], Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal checkpoint: %w", err)})
 		}
 	}
 }

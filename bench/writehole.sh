@@ -17,15 +17,20 @@ python3 - "$out" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r'BenchmarkWriteHole/(\S+)/policy=(\w+)(-\d+)?\s+\d+\s+\S+ ns/op\s+([\d.]+) MB/s', line)
+    m = re.match(r'BenchmarkWriteHole/(\S+)/policy=(\w+)(-\d+)?\s+\d+\s+\S+ ns/op\s+([\d.]+) MB/s.*?([\d.]+) cpu-ns/op', line)
     if m:
-        rows.setdefault(m.group(1), {}).setdefault(m.group(2), []).append(float(m.group(4)))
+        rows.setdefault(m.group(1), {}).setdefault(m.group(2), []).append((float(m.group(4)), float(m.group(5))))
 print()
-print("%-40s %12s %12s %8s" % ("workload", "bitmap MB/s", "journal MB/s", "cost"))
+print("%-36s %10s %10s %7s %12s %12s %7s" % ("workload", "bitmap", "journal", "cost", "bitmap", "journal", "cost"))
+print("%-36s %10s %10s %7s %12s %12s %7s" % ("", "MB/s", "MB/s", "", "CPU ns/op", "CPU ns/op", ""))
 for k, v in rows.items():
     if "bitmap" not in v or "journal" not in v:
         continue
-    b, j = statistics.median(v["bitmap"]), statistics.median(v["journal"])
-    print("%-40s %12.0f %12.0f %7.1f%%" % (k, b, j, 100 * (1 - j / b)))
-print("md's PPL, for comparison: 30-40% of write speed (md's ppl.rst / Intel's measurements)")
+    b = statistics.median(x[0] for x in v["bitmap"])
+    j = statistics.median(x[0] for x in v["journal"])
+    bc = statistics.median(x[1] for x in v["bitmap"])
+    jc = statistics.median(x[1] for x in v["journal"])
+    print("%-36s %10.0f %10.0f %6.1f%% %12.0f %12.0f %6.1f%%" % (k, b, j, 100 * (1 - j / b), bc, jc, 100 * (jc / bc - 1)))
+print("MB/s: median throughput; CPU ns/op: median process CPU time per write (steadier on a busy machine).")
+print("md's PPL, for comparison: 30-40% of write speed, as published for md (issue 11).")
 PY

@@ -44,6 +44,11 @@
 //     crash loses cached data that no Sync or FUA covered, never what
 //     they made durable, and a failed member loses nothing: the data is in
 //     memory and is written around it.
+//   - journal.go is the write-hole journal of RAID5 and RAID6
+//     (consistency policy "journal"): a parity Layout brackets each row
+//     write with Op.BeginRow and Op.EndRow and calls Op.JournalRow before
+//     it runs the row's writes; partial-stripe rows are recorded on the
+//     parity members' log areas and replayed by Assemble.
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in

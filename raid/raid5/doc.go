@@ -30,6 +30,18 @@
 // changes the plan; a member that fails during the writes leaves the row
 // consistent in the degraded sense (parity was computed with the new data).
 //
+// # The write hole
+//
+// Each row write runs between Op.BeginRow and Op.EndRow. Once its member
+// writes are queued, and before they run, Op.JournalRow records them in
+// the log area of the row's parity member when the array keeps the
+// write-hole journal (consistency policy "journal", the default) and the
+// row is partial: some data chunk does not cover the written range
+// [Lo, Hi). A full-stripe row (every data chunk covers the range) records
+// nothing, unless the row already has a record in the journal's epoch.
+// With the parity member missing there is no parity to tear, and nothing
+// is recorded. See raid/journal.go and the README.
+//
 // # Discards
 //
 // Whole rows are discarded on every member, parity included: XOR of zeroes

@@ -38,6 +38,17 @@
 // rebuilt included). Reads happen before any write of the row, so a member
 // that fails during the reads only changes the plan.
 //
+// # The write hole
+//
+// Each row write runs between Op.BeginRow and Op.EndRow. Once its member
+// writes are queued, and before they run, Op.JournalRow records them in
+// the log areas of the row's P and Q members (both, so one survives the
+// loss of the other) when the array keeps the write-hole journal
+// (consistency policy "journal", the default) and the row is partial:
+// some data chunk does not cover the written range [Lo, Hi). Full-stripe
+// rows record nothing, unless the row already has a record in the
+// journal's epoch. See raid/journal.go and the README.
+//
 // # Discards
 //
 // Whole rows are discarded on every member, P and Q included: a row of

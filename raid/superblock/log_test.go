@@ -76,4 +76,14 @@ func TestLogDecodeErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "LogOffset")
 	m.LogOffset, m.LogLength = 0, 0
 	require.NoError(t, m.Validate(), "the same bitmap fits before DataOffset")
+
+	// The log area and the checksum area never overlap.
+	m = logMeta()
+	m.Checksums, m.ChecksumOffset, m.ChecksumLength = true, HeaderSize+4<<20-Align, 2*Align
+	m.DataOffset += 2 * Align
+	err = m.Validate()
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "overlaps the checksum area")
+	m.ChecksumOffset += Align
+	require.NoError(t, m.Validate(), "the checksum area right after the log area")
 }

@@ -289,6 +289,8 @@ func (m *Meta) problems() problemList {
 			bad("LogOffset", "%d is not a multiple of %d of at least HeaderSize=%d", m.LogOffset, Align, HeaderSize)
 		case m.LogLength > m.DataOffset || m.LogOffset > m.DataOffset-m.LogLength:
 			bad("LogLength", "the log area [%d, +%d) reaches past DataOffset %d", m.LogOffset, m.LogLength, m.DataOffset)
+		case m.ChecksumLength != 0 && m.LogOffset < m.ChecksumOffset+m.ChecksumLength && m.ChecksumOffset < m.LogOffset+m.LogLength:
+			bad("LogOffset", "the log area [%d, +%d) overlaps the checksum area [%d, +%d)", m.LogOffset, m.LogLength, m.ChecksumOffset, m.ChecksumLength)
 		}
 	}
 

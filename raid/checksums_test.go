@@ -65,7 +65,7 @@ func TestChecksumBitRot(t *testing.T) {
 	const chunk, rows = 64 << 10, 32
 	for _, lv := range csumLevels {
 		t.Run(lv.level.String(), func(t *testing.T) {
-			r := newRig(lv.members, superblock.HeaderSize+64<<10+chunk*rows)
+			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
 			o := raid.Options{}
 			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, o)
 			require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestChecksumPartialWrites(t *testing.T) {
 	const chunk, rows = 16 << 10, 16
 	for _, lv := range csumLevels {
 		t.Run(lv.level.String(), func(t *testing.T) {
-			r := newRig(lv.members, superblock.HeaderSize+64<<10+chunk*rows)
+			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
 			a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
 			model := make([]byte, a.Size())
 			rng := randv2.New(randv2.NewPCG(3, 4))
@@ -270,7 +270,7 @@ func TestCreateWithoutDiscardResyncs(t *testing.T) {
 		checksums bool
 	}{{stripe.RAID1, 2, false}, {stripe.RAID5, 3, false}, {stripe.RAID0, 2, true}, {stripe.RAID5, 3, true}} {
 		t.Run(fmt.Sprintf("%s/checksums=%v", tc.level, tc.checksums), func(t *testing.T) {
-			r := newRig(tc.n, superblock.HeaderSize+64<<10+chunk*rows)
+			r := newRig(tc.n, dataOffsetOf(tc.level, tc.n, chunk)+64<<10+chunk*rows)
 			for i := range r.devs {
 				randomBytes(r.mem[i].Bytes(), int64(i+1)) // old contents
 				r.devs[i].Member = noDiscard{r.devs[i].Member.(keep)}

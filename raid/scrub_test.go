@@ -32,9 +32,11 @@ type flip struct {
 // array's back, as bit rot would.
 func flipBytes(t *testing.T, r *rig, chunk int64, f flip) {
 	t.Helper()
-	off := superblock.HeaderSize + f.row*chunk + f.in
+	m, err := superblock.Read(r.mem[f.role])
+	require.NoError(t, err)
+	off := int64(m.DataOffset) + f.row*chunk + f.in
 	b := make([]byte, f.n)
-	_, err := r.mem[f.role].ReadAt(b, off)
+	_, err = r.mem[f.role].ReadAt(b, off)
 	require.NoError(t, err)
 	for i := range b {
 		b[i] ^= 0x5a
@@ -107,7 +109,7 @@ func TestScrubFindsAndRepairsFlips(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRig(c.n, memberSizeFor(chunk, rows))
+			r := newRig(c.n, levelSizeFor(c.level, chunk, rows))
 			var evMu sync.Mutex
 			var events []raid.Event
 			a := createArray(t, r.devs, raid.CreateOptions{Name: "sc", Level: c.level, Chunk: chunk},
@@ -204,7 +206,7 @@ func TestScrubFindsAndRepairsFlips(t *testing.T) {
 // rule chose the copy.
 func TestScrubMirrorFirstCopyWins(t *testing.T) {
 	const chunk = 8 << 10
-	r := newRig(3, memberSizeFor(chunk, 4))
+	r := newRig(3, levelSizeFor(stripe.RAID1, chunk, 4))
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "fc", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	want := fill(t, a, 8)
 	require.NoError(t, a.Sync())
@@ -235,7 +237,7 @@ func (r trustRole) VerifyCopy(c raid.Copy) (ok, known bool) { return c.Member ==
 // located.
 func TestScrubCopyVerifierPicksCopy(t *testing.T) {
 	const chunk = 8 << 10
-	r := newRig(2, memberSizeFor(chunk, 4))
+	r := newRig(2, levelSizeFor(stripe.RAID1, chunk, 4))
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "cv", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	want := fill(t, a, 8)
 	require.NoError(t, a.Sync())
@@ -257,7 +259,7 @@ func TestScrubCopyVerifierPicksCopy(t *testing.T) {
 // recomputes P and Q from the data, as md does.
 func TestScrubRAID6TwoChunksInOneRow(t *testing.T) {
 	const chunk = 8 << 10
-	r := newRig(5, memberSizeFor(chunk, 4))
+	r := newRig(5, levelSizeFor(stripe.RAID6, chunk, 4))
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "sc", Level: stripe.RAID6, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	fill(t, a, 3)
 	g := a.Geometry()
@@ -290,7 +292,7 @@ func TestScrubDegraded(t *testing.T) {
 		wantUnverifiable int64
 	}{{stripe.RAID5, 4, rows}, {stripe.RAID1, 2, rows}, {stripe.RAID6, 5, 0}} {
 		t.Run(c.level.String(), func(t *testing.T) {
-			r := newRig(c.n, memberSizeFor(chunk, rows))
+			r := newRig(c.n, levelSizeFor(c.level, chunk, rows))
 			a := createArray(t, r.devs, raid.CreateOptions{Name: "dg", Level: c.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			fill(t, a, 5)
 			failRole(t, a, 0)
@@ -334,7 +336,7 @@ func TestScrubSkipsHoles(t *testing.T) {
 	var devs []raid.Device
 	for i := range 3 {
 		p := filepath.Join(dir, fmt.Sprint("m", i))
-		require.NoError(t, member.CreateSparse(p, memberSizeFor(chunk, 16)))
+		require.NoError(t, member.CreateSparse(p, levelSizeFor(stripe.RAID5, chunk, 16)))
 		f, err := member.Open(p, member.Options{})
 		require.NoError(t, err)
 		devs = append(devs, raid.Device{Path: p, Member: f})
@@ -356,7 +358,7 @@ func TestScrubSkipsHoles(t *testing.T) {
 func TestScrubRefusesSecond(t *testing.T) {
 	const chunk = 8 << 10
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	r := newRig(2, memberSizeFor(chunk, 8))
+	r := newRig(2, levelSizeFor(stripe.RAID1, chunk, 8))
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "two", Level: stripe.RAID1, Chunk: chunk},
 		raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: chunk, RebuildMaxRate: chunk}, clk))
 	fill(t, a, 1)
@@ -388,7 +390,7 @@ func TestScrubRefusesSecond(t *testing.T) {
 func TestScrubResumesAfterRestart(t *testing.T) {
 	const chunk = 8 << 10
 	const rows = 64
-	r := newRig(2, memberSizeFor(chunk, rows))
+	r := newRig(2, levelSizeFor(stripe.RAID1, chunk, rows))
 	// 20 rows a second: the scrub takes over three seconds.
 	opts := raid.Options{CleanDelay: -1, RebuildMinRate: 20 * chunk, RebuildMaxRate: 20 * chunk, ProgressInterval: 50 * time.Millisecond}
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "rs", Level: stripe.RAID1, Chunk: chunk}, opts)
@@ -438,7 +440,7 @@ func TestScrubSchedule(t *testing.T) {
 	const chunk = 8 << 10
 	start := time.Now()
 	clk := clock.NewFake(start)
-	r := newRig(2, memberSizeFor(chunk, 4))
+	r := newRig(2, levelSizeFor(stripe.RAID1, chunk, 4))
 	opts := raid.WithClock(raid.Options{CleanDelay: -1, ScrubInterval: time.Hour, ScrubRepair: true}, clk)
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "sch", Level: stripe.RAID1, Chunk: chunk}, opts)
 	fill(t, a, 4)
@@ -488,7 +490,7 @@ func TestScrubConcurrentWrites(t *testing.T) {
 			if level == stripe.RAID1 {
 				n = 2
 			}
-			r := newRig(n, memberSizeFor(chunk, 64))
+			r := newRig(n, levelSizeFor(level, chunk, 64))
 			a := createArray(t, r.devs, raid.CreateOptions{Name: "cw", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			want := fill(t, a, 6)
 			var wg sync.WaitGroup

@@ -233,7 +233,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 // start launches the background jobs: clean marking, the resync after an
 // unclean shutdown (of the bitmap's dirty regions, or of everything without
 // a bitmap), a rebuild to resume, and spare claiming.
-func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
+func (a *Array) start(resync bool, resume *slot, resumeKind jobKind, resumeRow int64) {
 	if a.readOnly {
 		return
 	}
@@ -259,7 +259,7 @@ func (a *Array) start(resync bool, resume *slot, resumeRow int64) {
 	a.lockConfig()
 	defer a.unlockConfig()
 	if resume != nil {
-		a.startJobLocked(jobRebuild, int(a.meta.RebuildRole), resume, resumeRow)
+		a.startJobLocked(resumeKind, int(a.meta.RebuildRole), resume, resumeRow)
 	}
 	a.claimSparesLocked()
 }

@@ -177,7 +177,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if needResync {
 		a.log.Info("members cannot discard: initial resync")
 	}
-	a.start(needResync, nil, 0)
+	a.start(needResync, nil, jobRebuild, 0)
 	return a, nil
 }
 
@@ -267,7 +267,11 @@ type candidate struct {
 //
 // Every refusal names the member and says what to do. Members left out are
 // recorded as failed in the survivors' superblocks. After an unclean
-// shutdown, a background resync makes redundancy consistent.
+// shutdown, a background resync makes redundancy consistent. A rebuild
+// resumes at its checkpoint; so does a replace (a member recorded as
+// replacing a role), as a replace while the member it copies is present,
+// as a rebuild of the replacement when that member is gone; a replacement
+// that is not present is recorded as failed.
 func Assemble(devs []Device, o Options) (*Array, error) {
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%w: no members given", ErrCannotStart)
@@ -424,13 +428,35 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 		log.Warn("forced assembly: members in use", "array", nm.Name, "members", strings.Join(used, ", "), "missing_roles", roleList(missing))
 	}
-	// A rebuild in progress resumes at its checkpoint.
+	// A rebuild in progress resumes at its checkpoint, and so does a
+	// replace: while the member it copies is in use, as a replace; when
+	// that member is gone, as a rebuild of the replacement from where the
+	// copy was (every row below was copied, and every write since reached
+	// both). A replacement that is not here is recorded as failed.
 	var resume *slot
 	resumeRow := int64(0)
-	for _, mi := range meta.Members {
-		if mi.State == superblock.MemberRebuilding {
+	resumeKind := jobRebuild
+	for i := range meta.Members {
+		mi := &meta.Members[i]
+		switch mi.State {
+		case superblock.MemberRebuilding:
 			resume = slots[mi.UUID]
 			resumeRow = int64(meta.RebuildCheckpoint) / geo.Chunk()
+		case superblock.MemberReplacing:
+			s := slots[mi.UUID]
+			if s == nil {
+				mi.Role, mi.State = -1, superblock.MemberFailed
+				continue
+			}
+			resume, resumeRow = s, int64(meta.RebuildCheckpoint)/geo.Chunk()
+			if missing&(1<<uint(mi.Role)) == 0 {
+				resumeKind = jobReplace
+			} else {
+				mi.State = superblock.MemberRebuilding
+				if log != nil {
+					log.Warn("the member a replace copied is gone: rebuilding its replacement from where the copy was", "array", nm.Name, "path", s.path, "role", mi.Role, "row", resumeRow)
+				}
+			}
 		}
 	}
 	if resume == nil {
@@ -511,7 +537,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if missing != 0 {
 		a.event(Event{Kind: EventDegraded, Role: -1, Detail: "missing roles " + roleList(missing)})
 	}
-	a.start(resync, resume, resumeRow)
+	a.start(resync, resume, resumeKind, resumeRow)
 	return a, nil
 }
 

@@ -32,7 +32,7 @@ func (a *Array) commitLocked() error {
 		var writes []write
 		for i, mi := range a.meta.Members {
 			s := a.slots[mi.UUID]
-			if s == nil || (mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding && mi.State != superblock.MemberSpare) {
+			if s == nil || (mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding && mi.State != superblock.MemberSpare && mi.State != superblock.MemberReplacing) {
 				continue
 			}
 			m := a.meta.Clone()
@@ -84,6 +84,16 @@ func (a *Array) commitLocked() error {
 			}
 			mi := &a.meta.Members[w.i]
 			a.log.Error("member failed while writing superblock", "role", mi.Role, "path", w.s.path, "err", results[k])
+			if mi.State == superblock.MemberReplacing { // the replace is abandoned
+				if j := a.job; j != nil && j.target == w.s {
+					a.job = nil
+					j.cancel()
+				}
+				if a.meta.RebuildRole == mi.Role {
+					a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+				}
+				mi.Role = -1
+			}
 			wasRebuilding := mi.State == superblock.MemberRebuilding
 			inRole := mi.State == superblock.MemberActive || wasRebuilding
 			mi.State = superblock.MemberFailed

@@ -135,6 +135,24 @@ func (a *Array) FailMemberChecked(id string, force bool) error {
 			return err
 		}
 		a.event(Event{Kind: EventMemberFailed, Role: -1, Path: s.path, Detail: s.note})
+	case superblock.MemberReplacing:
+		// The replace is abandoned; the member it copied keeps its role.
+		role := int(mi.Role)
+		if j := a.job; j != nil && j.kind == jobReplace && j.target == s {
+			a.job = nil
+			j.cancel()
+		}
+		mi.Role, mi.State = -1, superblock.MemberFailed
+		if a.meta.RebuildRole == int32(role) {
+			a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+		}
+		s.note = "failed by operator"
+		if err := a.commitLocked(); err != nil {
+			return err
+		}
+		a.publishLocked()
+		a.event(Event{Kind: EventMemberFailed, Role: -1, Path: s.path, Detail: s.note})
+		a.event(Event{Kind: EventReplaceFailed, Role: role, Path: s.path, Detail: s.note})
 	default:
 		return fmt.Errorf("%w: %s is already %s; remove it with 'raidd remove', or re-add it with 'raidd add'", ErrBusy, id, mi.State)
 	}
@@ -184,6 +202,9 @@ func (a *Array) RemoveMember(id string) error {
 	if j := a.job; j != nil && s != nil && j.hasTarget(s) {
 		return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, id, j.kind)
 	}
+	if mi.State == superblock.MemberReplacing && a.meta.RebuildRole == mi.Role {
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0 // a replace recorded but not running
+	}
 	a.meta.Members = append(a.meta.Members[:i], a.meta.Members[i+1:]...)
 	path := ""
 	if s != nil {
@@ -203,7 +224,7 @@ func (a *Array) RemoveMember(id string) error {
 // member of the array, keeping the member's entry in the member table, so
 // that the device can be opened again and handed to AddMember (a re-add).
 // It returns an error wrapping ErrNoMember when the array holds no device
-// at path, and ErrBusy when the device is in use (active, rebuilding,
+// at path, and ErrBusy when the device is in use (active, rebuilding, replacing,
 // spare or being copied onto).
 func (a *Array) Release(path string) error {
 	if err := a.enter(); err != nil {
@@ -495,7 +516,10 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 // member keeps serving, then retires the old one (mdadm --replace): the
 // array is never degraded during a planned replacement. Writes go to both
 // while the copy runs. If the old member fails during the copy, the
-// replacement is rebuilt from redundancy from where the copy was.
+// replacement is rebuilt from redundancy from where the copy was. The
+// superblocks record the replacement as replacing the role
+// (superblock.MemberReplacing) with the copy's checkpoint, so the next
+// assembly resumes an interrupted replace (see Assemble).
 func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 	if err := a.enter(); err != nil {
 		_ = dev.Member.Close()
@@ -524,8 +548,31 @@ func (a *Array) ReplaceMember(id string, dev Device, force bool) error {
 	a.event(Event{Kind: EventMemberAdded, Role: -1, Path: s.path, Detail: "replacement for " + old.path})
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
-	if !a.startJobLocked(jobReplace, role, s, 0) {
+	if a.closed.Load() {
 		return fmt.Errorf("%w: %s stays a spare; the replace did not start", ErrClosed, dev.Path)
+	}
+	// The superblocks record the replace (the new member replacing the
+	// role, its progress in RebuildRole and RebuildCheckpoint), so that a
+	// restart resumes it.
+	for i := range a.meta.Members {
+		if a.meta.Members[i].UUID == s.uuid {
+			a.meta.Members[i].Role, a.meta.Members[i].State = int32(role), superblock.MemberReplacing
+		}
+	}
+	a.meta.RebuildRole, a.meta.RebuildCheckpoint = int32(role), 0
+	if err := a.commitLocked(); err != nil {
+		a.log.Warn("cannot record the replace in the superblocks; a restart will not resume it", "err", err)
+	}
+	if s.events != a.meta.Events { // its superblock write failed: commit marked it failed
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+		if err := a.commitLocked(); err != nil {
+			a.log.Warn("cannot record the failed replacement", "err", err)
+		}
+		a.publishLocked()
+		return fmt.Errorf("raid: replace onto %s: cannot write its superblock", dev.Path)
+	}
+	if !a.startJobLocked(jobReplace, role, s, 0) {
+		return fmt.Errorf("%w: %s is recorded as replacing role %d; the copy resumes at the next start", ErrClosed, dev.Path, role)
 	}
 	return nil
 }

@@ -343,7 +343,7 @@ func (a *Array) jobStep(j *recovery, row int64) (moved int64, err error) {
 			}
 			return nil
 		case jobReplace:
-			if v.repl[j.role] != j.target.dev {
+			if v.repl[j.role] != j.target.dev || v.devs[j.role] == nil {
 				return errJobChanged
 			}
 			if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
@@ -467,8 +467,8 @@ func (a *Array) rowHasData(v *View, row int64, skip int) bool {
 func (a *Array) checkpoint(j *recovery, row int64) {
 	a.commitMu.Lock()
 	defer a.unlockCommit()
-	if a.job != j || j.kind != jobRebuild {
-		return
+	if a.job != j || a.meta.RebuildRole != int32(j.role) {
+		return // the superblocks record another job, or none
 	}
 	if err := j.syncTargets(); err != nil { // under commitMu only: Status does not wait for it
 		return // the next write to it fails it
@@ -500,7 +500,7 @@ func (a *Array) stopJob(j *recovery, row int64, why string) {
 	if a.job != j {
 		return
 	}
-	synced := j.kind == jobRebuild && j.syncTargets() == nil // under commitMu only
+	synced := j.syncTargets() == nil // under commitMu only
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	if synced && a.meta.RebuildRole == int32(j.role) {
@@ -583,6 +583,7 @@ func (a *Array) finishJob(j *recovery) {
 			kept = append(kept, mi)
 		}
 		a.meta.Members = kept
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
 		if old != nil {
 			delete(a.slots, old.uuid)
 			a.retired = append(a.retired, old)
@@ -620,8 +621,11 @@ func (a *Array) replaceFailed(v *View, role int, err error) {
 	}
 	for i := range a.meta.Members {
 		if a.meta.Members[i].UUID == j.target.uuid {
-			a.meta.Members[i].State = superblock.MemberFailed
+			a.meta.Members[i].Role, a.meta.Members[i].State = -1, superblock.MemberFailed
 		}
+	}
+	if a.meta.RebuildRole == int32(role) {
+		a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
 	}
 	j.target.note = err.Error()
 	a.job = nil

@@ -134,7 +134,7 @@ type MemberStatus struct {
 	Role        int    `json:"role"` // -1 for members not holding a role
 	Path        string `json:"path,omitempty"`
 	UUID        string `json:"uuid"`
-	State       string `json:"state"` // active, rebuilding, failed, spare, removed, missing, stale
+	State       string `json:"state"` // active, rebuilding, replacing, failed, spare, removed, missing, stale
 	Events      uint64 `json:"events"`
 	WriteMostly bool   `json:"write_mostly,omitempty"`
 	Note        string `json:"note,omitempty"`

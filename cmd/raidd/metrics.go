@@ -181,7 +181,7 @@ var (
 	descJobMoved   = newDesc("raidd_array_job_moved_bytes", "Bytes the running rebuild, re-add or replace read or wrote on its busiest member (rows rebuilt as holes move nothing).", prometheus.GaugeValue, "array", "job")
 	descJobETA     = newDesc("raidd_array_job_eta_seconds", "Estimated time left of the running rebuild, re-add or replace, at its pace so far.", prometheus.GaugeValue, "array", "job")
 
-	descMemberState   = newDesc("raidd_member_state", "1 for the state each member or role is in, 0 for the other states (active, rebuilding, spare, failed, removed, missing, stale).", prometheus.GaugeValue, "array", "role", "path", "uuid", "state")
+	descMemberState   = newDesc("raidd_member_state", "1 for the state each member or role is in, 0 for the other states (active, rebuilding, replacing, spare, failed, removed, missing, stale).", prometheus.GaugeValue, "array", "role", "path", "uuid", "state")
 	descMemberErrors  = newDesc("raidd_member_io_errors_total", "Member I/O requests that failed, by device and operation (read, write, discard, sync), since raidd opened the device.", prometheus.CounterValue, "array", "path", "uuid", "operation")
 	descMemberRepairs = newDesc("raidd_member_repairs_total", "Ranges rewritten on the device with data reconstructed from redundancy (read-error correction), since raidd opened it.", prometheus.CounterValue, "array", "path", "uuid")
 	descMemberRepairB = newDesc("raidd_member_repaired_bytes_total", "Bytes of the ranges counted by raidd_member_repairs_total.", prometheus.CounterValue, "array", "path", "uuid")
@@ -203,7 +203,7 @@ var (
 
 // memberStates are the states raidd_member_state reports for every
 // member: raid.MemberStatus.State takes these values.
-var memberStates = []string{"active", "rebuilding", "spare", "failed", "removed", "missing", "stale"}
+var memberStates = []string{"active", "rebuilding", "replacing", "spare", "failed", "removed", "missing", "stale"}
 
 // recoveryJobs are the kinds of raid.Status.Recovery (one runs at a time).
 var recoveryJobs = []string{"rebuild", "re-add", "replace"}

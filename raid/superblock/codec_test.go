@@ -161,6 +161,10 @@ func TestRoundTrip(t *testing.T) {
 			m.Members[2].State = MemberRebuilding
 			m.RebuildRole, m.RebuildCheckpoint = 2, m.DataSize
 		}},
+		{"replacing", func(m *Meta) {
+			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: 1, State: MemberReplacing}
+			m.RebuildRole, m.RebuildCheckpoint = 1, 4096
+		}},
 		{"failed-keeps-role", func(m *Meta) {
 			m.Members[2].State = MemberFailed
 			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: 2, State: MemberRebuilding}
@@ -256,6 +260,18 @@ func TestValidate(t *testing.T) {
 			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: 7, State: MemberFailed}
 		}, []string{"Members[3].Role"}},
 		{"member-state-unknown", func(m *Meta) { m.Members[1].State = 9 }, []string{"Members[1].State"}},
+		{"replacing-without-rebuild-role", func(m *Meta) {
+			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: 1, State: MemberReplacing}
+		}, []string{"Members[3].Role"}},
+		{"replacing-no-role", func(m *Meta) {
+			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: -1, State: MemberReplacing}
+			m.RebuildRole = 1
+		}, []string{"Members[3].Role", "RebuildRole"}},
+		{"two-replacing", func(m *Meta) {
+			m.Members[3] = MemberInfo{UUID: uuidN(4), Role: 1, State: MemberReplacing}
+			m.Members = append(m.Members, MemberInfo{UUID: uuidN(5), Role: 1, State: MemberReplacing})
+			m.RebuildRole = 1
+		}, []string{"Members[4].State"}},
 		{"self-missing", func(m *Meta) { m.MemberUUID = uuidN(9) }, []string{"Members"}},
 		{"self-in-role-2", func(m *Meta) { m.Role = 2; m.Members[2].Role = 0; m.Members[0].Role = 2 }, nil},
 		{"self-listed-with-other-role", func(m *Meta) { m.Members[0].Role = -1; m.Members[0].State = MemberFailed }, []string{"Members[0].Role"}},
@@ -357,7 +373,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"chunk-size", func(b []byte) []byte { le.PutUint64(b[104:], 3000); return resum(b) }, ErrCorrupt, "ChunkSize"},
 		{"level", func(b []byte) []byte { le.PutUint32(b[96:], 7); return resum(b) }, ErrCorrupt, "Level"},
 		{"name-not-utf8", func(b []byte) []byte { b[32] = 0xff; return resum(b) }, ErrCorrupt, "Name"},
-		{"member-state", func(b []byte) []byte { b[256+24+20] = 5; return resum(b) }, ErrCorrupt, "Members[1].State"},
+		{"member-state", func(b []byte) []byte { b[256+24+20] = 6; return resum(b) }, ErrCorrupt, "Members[1].State"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -402,6 +418,7 @@ func TestStateStrings(t *testing.T) {
 		{"failed", MemberFailed.String()},
 		{"spare", MemberSpare.String()},
 		{"removed", MemberRemoved.String()},
+		{"replacing", MemberReplacing.String()},
 		{"MemberState(200)", MemberState(200).String()},
 	}
 	for _, tt := range tests {

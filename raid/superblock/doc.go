@@ -69,7 +69,11 @@
 //	offset  size  field
 //	0       16    UUID
 //	16      4     Role int32, -1 = none
-//	20      1     State uint8 (MemberState)
+//	20      1     State uint8 (MemberState): 0 active, 1 rebuilding, 2 failed,
+//	              3 spare, 4 removed, 5 replacing (a raidd replace copy in
+//	              progress onto this member, for Role; RebuildRole and
+//	              RebuildCheckpoint record its progress; older builds
+//	              refuse the table)
 //	21      3     reserved, zero
 //
 // # In-use block

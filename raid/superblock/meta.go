@@ -52,6 +52,14 @@ const (
 	MemberSpare
 	// MemberRemoved: the member was taken out of the array by the operator.
 	MemberRemoved
+	// MemberReplacing: the member is being made a copy of the active
+	// member of its Role (raidd replace), which still holds the role and
+	// serves. Its data is current below RebuildCheckpoint (RebuildRole is
+	// its Role), and every write since the copy began reached it too. It
+	// holds no role until the copy completes. A raidd older than this state
+	// refuses the whole table (an unknown state), which is safe: it would
+	// otherwise see the replacement as a spare.
+	MemberReplacing
 )
 
 func (s MemberState) String() string {
@@ -66,6 +74,8 @@ func (s MemberState) String() string {
 		return "spare"
 	case MemberRemoved:
 		return "removed"
+	case MemberReplacing:
+		return "replacing"
 	}
 	return fmt.Sprintf("MemberState(%d)", uint8(s))
 }
@@ -183,9 +193,10 @@ func (m *Meta) Clone() *Meta {
 // LogOffset a multiple of Align. The member table has 1..MaxMembers entries with distinct, non
 // zero UUIDs and known states; active and rebuilding entries hold a role in
 // range, and no two of them the same role; spares hold role -1; failed and
-// removed entries hold -1 or a role in range. The table lists this member
-// (MemberUUID) with its Role, and when RebuildRole is set it lists a
-// rebuilding member in that role.
+// removed entries hold -1 or a role in range; at most one entry is
+// replacing, in the role RebuildRole (not holding it). The table lists this
+// member (MemberUUID) with its Role, and when RebuildRole is set it lists a
+// rebuilding or replacing member in that role.
 func (m *Meta) Validate() error {
 	if m == nil {
 		return fmt.Errorf("%w: nil Meta", ErrInvalid)
@@ -313,7 +324,7 @@ func (m *Meta) problems() problemList {
 	}
 	seen := make(map[[16]byte]int, len(m.Members))
 	holder := make(map[int32]int)
-	self, rebuilding := false, false
+	self, rebuilding, replacing := false, false, -1
 	for i, mi := range m.Members {
 		f := func(name string) string { return fmt.Sprintf("Members[%d].%s", i, name) }
 		if mi.UUID == ([16]byte{}) {
@@ -336,6 +347,16 @@ func (m *Meta) problems() problemList {
 			if mi.Role != -1 {
 				bad(f("Role"), "%d is not -1 for a spare", mi.Role)
 			}
+		case MemberReplacing:
+			switch {
+			case !inRange(mi.Role):
+				bad(f("Role"), "%d is not in [0, RaidDisks=%d) for a replacing member", mi.Role, m.RaidDisks)
+			case replacing >= 0:
+				bad(f("State"), "replacing, and so is Members[%d]: one replace runs at a time", replacing)
+			case mi.Role != m.RebuildRole:
+				bad(f("Role"), "%d is not the RebuildRole %d, which records the copy's progress", mi.Role, m.RebuildRole)
+			}
+			replacing = i
 		case MemberFailed, MemberRemoved:
 			if mi.Role != -1 && !inRange(mi.Role) {
 				bad(f("Role"), "%d is neither -1 nor in [0, RaidDisks=%d)", mi.Role, m.RaidDisks)
@@ -349,7 +370,7 @@ func (m *Meta) problems() problemList {
 				bad(f("Role"), "%d differs from this member's Role %d", mi.Role, m.Role)
 			}
 		}
-		if m.RebuildRole >= 0 && mi.Role == m.RebuildRole && mi.State == MemberRebuilding {
+		if m.RebuildRole >= 0 && mi.Role == m.RebuildRole && (mi.State == MemberRebuilding || mi.State == MemberReplacing) {
 			rebuilding = true
 		}
 	}
@@ -357,7 +378,7 @@ func (m *Meta) problems() problemList {
 		bad("Members", "does not list this member %s", FormatUUID(m.MemberUUID))
 	}
 	if m.RebuildRole >= 0 && inRange(m.RebuildRole) && !rebuilding {
-		bad("RebuildRole", "%d is not held by a rebuilding member in Members", m.RebuildRole)
+		bad("RebuildRole", "%d is not held by a rebuilding member, nor copied onto a replacing one, in Members", m.RebuildRole)
 	}
 	return p
 }

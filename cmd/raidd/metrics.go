@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -170,16 +170,21 @@ var (
 		{newDesc("raidd_array_checksum_pages_rebuilt_total", "Checksum pages that failed their own CRC32C and were rebuilt.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 {
 			return csumField(a, func(c *raid.ChecksumStatus) int64 { return c.PagesRebuilt })
 		}},
+		{newDesc("raidd_array_scrub_written_bytes_total", "Bytes scrub repairs (raidd check --repair) rewrote on members.", prometheus.CounterValue, arrayLabel...), func(a *arrayStatus) float64 { return float64(a.Stats.ScrubBytesWritten) }},
 	}
 
 	// Background jobs: one "running" series per job kind (0 or 1), and
 	// the position of a running job while it runs.
-	descJobRunning = newDesc("raidd_array_job_running", "1 while a background job of this kind runs on the array: rebuild, re-add or replace (one at a time), resync, scrub.", prometheus.GaugeValue, "array", "job")
+	descJobRunning = newDesc("raidd_array_job_running", "1 while a background job of this kind runs on the array: rebuild, re-add or replace (one at a time), resync, scrub (raidd check).", prometheus.GaugeValue, "array", "job")
 	descJobRatio   = newDesc("raidd_array_job_progress_ratio", "Progress of the running background job from 0 to 1.", prometheus.GaugeValue, "array", "job")
 	descJobDone    = newDesc("raidd_array_job_done_rows", "Rows the running background job has done (a rebuild's or replace's position; the rows a re-add or resync has resynced).", prometheus.GaugeValue, "array", "job")
 	descJobPlanned = newDesc("raidd_array_job_planned_rows", "Rows the running background job will do in all (a rebuild's or replace's: the array's rows).", prometheus.GaugeValue, "array", "job")
 	descJobMoved   = newDesc("raidd_array_job_moved_bytes", "Bytes the running rebuild, re-add or replace read or wrote on its busiest member (rows rebuilt as holes move nothing).", prometheus.GaugeValue, "array", "job")
 	descJobETA     = newDesc("raidd_array_job_eta_seconds", "Estimated time left of the running rebuild, re-add or replace, at its pace so far.", prometheus.GaugeValue, "array", "job")
+
+	descScrubMismatches = newDesc("raidd_array_scrub_mismatches", "Chunks the running scrub (raidd check) found wrong so far or, when none runs, that the last scrub found (md's mismatch_cnt, in chunks).", prometheus.GaugeValue, arrayLabel...)
+	descScrubRepaired   = newDesc("raidd_array_scrub_repaired", "Of raidd_array_scrub_mismatches, the chunks the scrub rewrote (check --repair).", prometheus.GaugeValue, arrayLabel...)
+	descScrubFinished   = newDesc("raidd_array_last_scrub_finished_timestamp_seconds", "When the last scrub finished (Unix time); absent until one has.", prometheus.GaugeValue, arrayLabel...)
 
 	descMemberState   = newDesc("raidd_member_state", "1 for the state each member or role is in, 0 for the other states (active, rebuilding, replacing, spare, failed, removed, missing, stale).", prometheus.GaugeValue, "array", "role", "path", "uuid", "state")
 	descMemberErrors  = newDesc("raidd_member_io_errors_total", "Member I/O requests that failed, by device and operation (read, write, discard, sync), since raidd opened the device.", prometheus.CounterValue, "array", "path", "uuid", "operation")
@@ -214,6 +219,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- g.d.Desc
 	}
 	for _, d := range []desc{descJobRunning, descJobRatio, descJobDone, descJobPlanned, descJobMoved, descJobETA,
+		descScrubMismatches, descScrubRepaired, descScrubFinished,
 		descMemberState, descMemberErrors, descMemberRepairs, descMemberRepairB, descMemberCsum,
 		descNBDConnections, descNBDActive, descNBDHandshakes, descNBDHSFailures, descNBDTLS, descNBDRefused,
 		descNBDTimeouts, descNBDInFlight, descNBDRequests, descNBDReadBytes, descNBDWriteBytes, descNBDErrors} {
@@ -312,24 +318,22 @@ func (c *statusCollector) collectJobs(emit func(desc, float64, ...string), a *ar
 	}
 	emit(descJobRunning, bool01(a.Resync != nil), a.Name, "resync")
 	running(a.Resync, "resync")
-	if p, ok := scrubProgress(&a.Status); ok {
-		emit(descJobRunning, bool01(p != nil), a.Name, "scrub")
-		running(p, "scrub")
+	emit(descJobRunning, bool01(a.Scrub != nil), a.Name, "scrub")
+	if s := a.Scrub; s != nil {
+		running(&s.Progress, "scrub")
+		emit(descJobMoved, float64(s.BytesMoved), a.Name, "scrub")
+		if s.ETASeconds > 0 {
+			emit(descJobETA, s.ETASeconds, a.Name, "scrub")
+		}
 	}
-}
-
-// scrubProgress returns the progress of the running scrub (raidd check)
-// from raid.Status.Scrub, a *raid.Progress that is nil while no scrub
-// runs, and whether this build's raid.Status has that field. It is read
-// by name so that the metrics appear with the engine's scrub (issue 10)
-// without a change here; once the field is in raid.Status, read it
-// directly.
-func scrubProgress(st *raid.Status) (p *raid.Progress, ok bool) {
-	f := reflect.ValueOf(st).Elem().FieldByName("Scrub")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*raid.Progress]() {
-		return nil, false
+	// The findings of the running scrub or, when none runs, the last one.
+	if s := cmp.Or(a.Scrub, a.LastScrub); s != nil {
+		emit(descScrubMismatches, float64(s.Mismatches), a.Name)
+		emit(descScrubRepaired, float64(s.Repaired), a.Name)
 	}
-	return f.Interface().(*raid.Progress), true
+	if t := a.LastScrubFinished; !t.IsZero() {
+		emit(descScrubFinished, float64(t.UnixNano())/1e9, a.Name)
+	}
 }
 
 // ratio is a job's progress from 0 to 1; 1 when none runs.

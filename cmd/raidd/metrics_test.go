@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -152,6 +153,16 @@ func TestMetrics(t *testing.T) {
 	assert.EqualValues(t, 1, f.value(t, "raidd_member_state", "path="+spare, "state=active"))
 	assert.Zero(t, f.value(t, "raidd_array_degraded", "array=data"))
 	assert.Positive(t, f.value(t, "raidd_array_rebuild_written_bytes_total", "array=data"))
+	assert.Zero(t, f.value(t, "raidd_array_job_running", "array=data", "job=scrub"))
+	assert.NotContains(t, f, "raidd_array_last_scrub_finished_timestamp_seconds", "no scrub has run")
+
+	// A check (a scrub) runs to its end: its findings and time show.
+	code, out, errOut = raidd(t, "check", "--control", e.control, "data")
+	require.Equal(t, 0, code, out+errOut)
+	f = scrape(t, e.control)
+	assert.Zero(t, f.value(t, "raidd_array_scrub_mismatches", "array=data"))
+	assert.Zero(t, f.value(t, "raidd_array_job_running", "array=data", "job=scrub"))
+	assert.InDelta(t, float64(time.Now().Unix()), f.value(t, "raidd_array_last_scrub_finished_timestamp_seconds", "array=data"), 60)
 }
 
 // TestMetricsChecksums: an array created with --checksums has the checksum

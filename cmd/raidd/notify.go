@@ -196,6 +196,9 @@ func serviceStatus(st statusReply) string {
 		if r := a.Resync; r != nil {
 			s += fmt.Sprintf(", resync %.1f%%", r.Percent)
 		}
+		if r := a.Scrub; r != nil {
+			s += fmt.Sprintf(", check %.1f%%", r.Percent)
+		}
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")

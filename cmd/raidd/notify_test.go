@@ -48,10 +48,11 @@ func TestServiceStatus(t *testing.T) {
 		{Status: raid.Status{Name: "data", State: "clean"}},
 		{Status: raid.Status{Name: "web", State: "degraded", Recovery: &raid.Progress{Kind: "rebuild", Role: 1, Percent: 45.25}}},
 		{Status: raid.Status{Name: "logs", State: "dirty", Resync: &raid.Progress{Kind: "resync", Role: -1, Percent: 10}}},
+		{Status: raid.Status{Name: "home", State: "clean", Scrub: &raid.ScrubStatus{Progress: raid.Progress{Kind: "check", Role: -1, Percent: 75}}}},
 		{Status: raid.Status{Name: "old", State: "failed"}, Error: "no member"},
 	}}
-	assert.Equal(t, "serving 3 export(s) on 127.0.0.1:10809, unix:/run/raidd/nbd.sock; data: clean; "+
-		"web: DEGRADED, rebuild of role 1 45.2%; logs: dirty, resync 10.0%; old: FAILED, not assembled", serviceStatus(st))
+	assert.Equal(t, "serving 4 export(s) on 127.0.0.1:10809, unix:/run/raidd/nbd.sock; data: clean; "+
+		"web: DEGRADED, rebuild of role 1 45.2%; logs: dirty, resync 10.0%; home: clean, check 75.0%; old: FAILED, not assembled", serviceStatus(st))
 }
 
 // notifications collects the datagrams raidd sends to NOTIFY_SOCKET.

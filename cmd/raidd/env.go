@@ -17,7 +17,7 @@ const envPrefix = "RAIDD_"
 var envOther = []string{
 	"RAIDD_CONFIG",
 	"RAIDD_EVENT", "RAIDD_ARRAY", "RAIDD_ROLE", "RAIDD_MEMBER", "RAIDD_DETAIL", "RAIDD_TIME",
-	"RAIDD_BIN", "RAIDD_TEST_RACE",
+	"RAIDD_BIN", "RAIDD_TEST_RACE", "RAIDD_REQUIRE_KERNEL", "RAIDD_SEED", "RAIDD_WRITE_HOLE_POLICY",
 }
 
 // envSettings returns the environment variable of every scalar setting:

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -65,4 +68,43 @@ func TestFormatVersion(t *testing.T) {
 	code, out, _ := raidd(t, "--version")
 	assert.Equal(t, exitOK, code)
 	assert.True(t, strings.HasPrefix(out, "raidd version "), out)
+}
+
+// TestEnvOfTestScripts: every RAIDD_ variable the test and bench scripts
+// export, or a Go test reads with os.Getenv, reaches the raidd processes
+// those tests start, so raidd must accept it. scripts/test.sh once exported
+// RAIDD_REQUIRE_KERNEL, and every raidd the suite started refused it.
+func TestEnvOfTestScripts(t *testing.T) {
+	root := filepath.Join("..", "..")
+	exported := regexp.MustCompile(`(?m)^\s*(?:export\s+)?(RAIDD_[A-Z0-9_]+)=`)
+	getenv := regexp.MustCompile(`os\.(?:Getenv|LookupEnv)\("(RAIDD_[A-Z0-9_]+)"\)`)
+	var names []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != root {
+			return filepath.SkipDir
+		}
+		var re *regexp.Regexp
+		switch {
+		case strings.HasSuffix(path, ".sh"):
+			re = exported
+		case strings.HasSuffix(path, "_test.go"):
+			re = getenv
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1]+"=1")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, names, "RAIDD_REQUIRE_KERNEL=1", "the walk must see scripts/test.sh")
+	assert.NoError(t, checkEnv(names))
 }

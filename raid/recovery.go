@@ -301,7 +301,7 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 // the bytes the step read or wrote on its busiest member, for the rate
 // limiter: a row rebuilt as a hole costs nothing.
 func (a *Array) jobStep(j *recovery, row int64) (moved int64, err error) {
-	err = a.rowStep(row, func(op *Op) error {
+	err = a.rowStep(row, true, func(op *Op) error {
 		op.cause = causeRebuild
 		defer func() { moved = op.busiest() }()
 		a.cfgMu.Lock()

@@ -59,7 +59,7 @@ func (a *Array) resyncPlan() [][2]int64 {
 // resyncRowStep resyncs one row. It returns the bytes it read or wrote on
 // its busiest member, for the rate limiter.
 func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
-	err = a.rowStep(row, func(op *Op) error {
+	err = a.rowStep(row, true, func(op *Op) error {
 		op.cause, op.noElide = causeResync, true
 		defer func() { moved = op.busiest() }()
 		if err := a.sealRow(op, row); err != nil {
@@ -70,21 +70,28 @@ func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
 	return moved, err
 }
 
-// rowStep runs fn on one member row as background work that writes: the
-// array must be open, it is marked dirty, the row's stripes are locked, and
-// the member failures fn runs into are recorded before rowStep returns.
-func (a *Array) rowStep(row int64, fn func(op *Op) error) error {
+// rowStep runs fn on one member row as background work, under the row's
+// stripe locks: exclusive ones when write is set (work that writes, such as
+// resync, rebuild or a scrub's repair), shared ones otherwise (a check that
+// only reads). The member failures fn runs into are recorded before rowStep
+// returns.
+func (a *Array) rowStep(row int64, write bool, fn func(op *Op) error) error {
 	if err := a.enter(); err != nil {
 		return err
 	}
 	defer a.leave()
-	if err := a.beginWrite(); err != nil {
-		return err
-	}
-	defer a.endWrite()
 	first, last := a.geo.RowStripes(row)
-	a.locks.Lock(first, last)
-	defer a.locks.Unlock(first, last)
+	if write {
+		if err := a.beginWrite(); err != nil {
+			return err
+		}
+		defer a.endWrite()
+		a.locks.Lock(first, last)
+		defer a.locks.Unlock(first, last)
+	} else {
+		a.locks.RLock(first, last)
+		defer a.locks.RUnlock(first, last)
+	}
 	op := a.getOp()
 	defer a.putOp(op)
 	op.locked = true

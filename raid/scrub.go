@@ -388,11 +388,7 @@ func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatc
 		}
 		return a.layout.Check(op, row)
 	}
-	if repair {
-		err = a.rowStep(row, fn)
-	} else {
-		err = a.readStep(row, fn)
-	}
+	err = a.rowStep(row, repair, fn)
 	switch {
 	case res == rowSkipped:
 	case err == nil:
@@ -405,30 +401,6 @@ func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatc
 		res = rowError
 	}
 	return res, found, moved, err
-}
-
-// readStep runs fn on one row under its shared stripe locks, as a check
-// that only reads; member failures it runs into are recorded before it
-// returns.
-func (a *Array) readStep(row int64, fn func(op *Op) error) error {
-	if err := a.enter(); err != nil {
-		return err
-	}
-	defer a.leave()
-	first, last := a.geo.RowStripes(row)
-	a.locks.RLock(first, last)
-	defer a.locks.RUnlock(first, last)
-	op := a.getOp()
-	defer a.putOp(op)
-	op.locked = true
-	if op.v.failed {
-		return ErrFailed
-	}
-	err := fn(op)
-	if op.settle() {
-		a.handleFailures(op)
-	}
-	return err
 }
 
 // tally adds one row's outcome to res.

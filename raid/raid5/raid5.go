@@ -141,7 +141,7 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 }
 
 // errRetry tells a write plan that a member failed while reading: plan the row again.
-var errRetry = fmt.Errorf("raid5: member failed, plan again")
+var errRetry = parity.ErrReplan
 
 type rowWrite = parity.RowWrite
 
@@ -167,31 +167,13 @@ func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
 // writes without running them when the row needed no reads, so that
 // consecutive full-stripe rows go out together; the caller runs the queue.
 func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
-	for {
-		op.BeginRow()
-		err := l.planRow(op, w)
-		op.EndRow()
-		if err != errRetry {
-			return err
-		}
-	}
-}
-
-// partial reports whether the row write leaves data of its range
-// unwritten: then a crash can tear it into a hole, and it is journaled.
-func (l *Layout) partial(w *rowWrite) bool {
-	for i := 0; i < l.dk; i++ {
-		if !w.Covers(i) {
-			return true
-		}
-	}
-	return false
+	return parity.PlanRow(op, func() error { return l.planRow(op, w) })
 }
 
 // journal records the row's queued writes in the parity member's log
 // when the array keeps a write-hole journal and the row needs it.
 func (l *Layout) journal(op *raid.Op, w *rowWrite, pm int) error {
-	if op.JournalRow(w.Row, l.partial(w), pm) != nil {
+	if op.JournalRow(w.Row, w.Partial(l.dk), pm) != nil {
 		return errRetry
 	}
 	return nil

@@ -6,6 +6,8 @@
 package parity
 
 import (
+	"errors"
+
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
@@ -28,6 +30,35 @@ func (w *RowWrite) Touched(i int) bool { return len(w.Data[i]) != 0 }
 // Covers reports whether data index i is written over all of [Lo, Hi).
 func (w *RowWrite) Covers(i int) bool {
 	return w.Touched(i) && w.A[i] <= w.Lo && w.B[i] >= w.Hi
+}
+
+// Partial reports whether the row write leaves data of its range [Lo, Hi)
+// unwritten on one of the dataMembers data chunks: then a crash can tear the
+// row, and the write-hole journal must record it.
+func (w *RowWrite) Partial(dataMembers int) bool {
+	for i := 0; i < dataMembers; i++ {
+		if !w.Covers(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrReplan tells a row's write plan that a member failed while the plan
+// read: the row must be planned again against the new member set.
+var ErrReplan = errors.New("parity: a member failed while reading: plan the row again")
+
+// PlanRow runs plan for one row between op.BeginRow and op.EndRow, and runs
+// it again for as long as it returns ErrReplan.
+func PlanRow(op *raid.Op, plan func() error) error {
+	for {
+		op.BeginRow()
+		err := plan()
+		op.EndRow()
+		if err != ErrReplan {
+			return err
+		}
+	}
 }
 
 // EachRow cuts the write of p (or of zeroes when p is nil) to array bytes

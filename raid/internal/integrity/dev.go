@@ -199,6 +199,22 @@ func (d *Dev) split(off, n int64, inData, outside func(o, k int64) error) error 
 	return nil
 }
 
+// splitIO runs an I/O of p at off that is not wholly inside the data region
+// as its parts: those inside through checked (this Dev's own method), the
+// rest through raw (the wrapped device's).
+func (d *Dev) splitIO(p []byte, off int64, checked, raw func([]byte, int64) (int, error)) (int, error) {
+	part := func(io func([]byte, int64) (int, error)) func(o, k int64) error {
+		return func(o, k int64) error {
+			_, err := io(p[o-off:o-off+k], o)
+			return err
+		}
+	}
+	if err := d.split(off, int64(len(p)), part(checked), part(raw)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 func (d *Dev) inData(off, n int64) bool { return off >= d.dataOff && off+n <= d.dataEnd }
 
 // lockRange takes the granule locks of blocks [b0, b1] in ascending order
@@ -247,17 +263,7 @@ func (d *Dev) unlock(mask uint64) {
 // *MismatchError; p's contents are then undefined.
 func (d *Dev) ReadAt(p []byte, off int64) (int, error) {
 	if !d.inData(off, int64(len(p))) {
-		err := d.split(off, int64(len(p)), func(o, k int64) error {
-			_, err := d.ReadAt(p[o-off:o-off+k], o)
-			return err
-		}, func(o, k int64) error {
-			_, err := d.inner.ReadAt(p[o-off:o-off+k], o)
-			return err
-		})
-		if err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		return d.splitIO(p, off, d.ReadAt, d.inner.ReadAt)
 	}
 	rel := off - d.dataOff
 	a0 := rel &^ (BlockSize - 1)
@@ -628,17 +634,7 @@ func (d *Dev) sums(p []byte, rel, n int64) ([]uint32, int64, error) {
 // write that covers part of a block reads the rest of the block first.
 func (d *Dev) WriteAt(p []byte, off int64) (int, error) {
 	if !d.inData(off, int64(len(p))) {
-		err := d.split(off, int64(len(p)), func(o, k int64) error {
-			_, err := d.WriteAt(p[o-off:o-off+k], o)
-			return err
-		}, func(o, k int64) error {
-			_, err := d.inner.WriteAt(p[o-off:o-off+k], o)
-			return err
-		})
-		if err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		return d.splitIO(p, off, d.WriteAt, d.inner.WriteAt)
 	}
 	if len(p) == 0 {
 		return 0, nil

@@ -311,11 +311,18 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 		}
 		return int(total), nil
 	}
-	if _, err := d.vec.ReadvAt(bufs, off); err != nil {
+	// The caller may have widened its read to whole blocks (the raid
+	// package does, so that a bad block is repaired whole): a concurrent
+	// write may be changing the other bytes of the edge blocks, as in
+	// ReadAt.
+	rel := off - d.dataOff
+	mask := d.lockEdges(rel/BlockSize, (rel+total-1)/BlockSize)
+	_, err := d.vec.ReadvAt(bufs, off)
+	d.unlock(mask)
+	if err != nil {
 		return 0, err
 	}
 	var errs []error
-	rel := off - d.dataOff
 	for _, b := range bufs {
 		if err := d.verify(b, rel); err != nil {
 			errs = append(errs, err)

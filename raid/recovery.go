@@ -509,9 +509,15 @@ func (a *Array) stopJob(j *recovery, row int64, why string) {
 			a.log.Warn("cannot record rebuild checkpoint", "err", err)
 		}
 	}
-	a.job = nil
 	j.cancel()
-	a.publishLocked()
+	// A replace stopped by Close stays in the view until the members
+	// close: the writes Close still makes (the stripe cache's write-out)
+	// must reach the replacement too, since the checkpoint just recorded
+	// says it holds every row below it.
+	if !(a.closed.Load() && j.kind == jobReplace) {
+		a.job = nil
+		a.publishLocked()
+	}
 	a.event(Event{Kind: EventRebuildStopped, Role: j.role, Path: j.target.path, Detail: fmt.Sprintf("%s %s at row %d: %s", j.kind, "stopped", row, why)})
 }
 

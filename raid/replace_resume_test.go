@@ -1,6 +1,7 @@
 package raid_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -185,4 +186,49 @@ func TestReplaceOldFailsSuperblockWrite(t *testing.T) {
 	assert.Equal(t, 0, d.Role)
 	assert.True(t, hasEvent(st, raid.EventRebuildFinished), "%+v", st.History)
 	requireContent(t, a, want, "after the old member failed its superblock write")
+}
+
+// TestReplaceStoppedByCloseGetsCachedWrites: stripes still in the stripe
+// cache when Close stops a replace are written out after the replace's
+// checkpoint is recorded. They must reach the replacement too: its
+// checkpoint says it holds every row below it, so once the old member is
+// gone the replacement serves those rows as they are. Before the fix the
+// stopped replace left the view first, the write-out went to the old
+// member only, and the replacement kept the row's old bytes.
+func TestReplaceStoppedByCloseGetsCachedWrites(t *testing.T) {
+	const chunk = 4 << 10
+	const rows = 400
+	const rate = 100 // rows per second
+	const rowTime = time.Second / rate
+	opts := func(clk *clock.Fake) raid.Options {
+		return raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk,
+			ProgressInterval: 2 * rowTime, StripeCache: 1 << 20, StripeCacheDelay: time.Hour}, clk)
+	}
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	r := newRig(5, memberSizeFor(chunk, rows))
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rc", Level: stripe.RAID5, Chunk: chunk}, opts(clk))
+	want := fill(t, a, 15)
+	require.NoError(t, a.ReplaceMember(r.devs[1].Path, r.devs[4], false))
+	stepJob(t, clk, 40, rowTime)
+	require.Greater(t, a.Status().Recovery.Done, int64(20))
+	// Two of the three data chunks of rows 4 to 11, each from its
+	// stripe's start: partial stripes the cache holds until Close.
+	width := int64(3 * chunk)
+	for row := int64(4); row < 12; row++ {
+		p := bytes.Repeat([]byte{byte(0xa0 + row)}, 2*chunk)
+		_, err := a.WriteAt(p, row*width)
+		require.NoError(t, err)
+		copy(want[row*width:], p)
+	}
+	closeChecked(t, a)
+
+	// The old member is gone: role 1 is the replacement, trusted below
+	// its checkpoint. Lose member 0 as well, so every row's role 1 chunk
+	// (data or parity) is needed to read it.
+	clk = clock.NewFake(time.Unix(2e9, 0))
+	b := assembleArray(t, []raid.Device{r.devs[0], r.devs[2], r.devs[3], r.devs[4]}, opts(clk))
+	waitIdleClock(t, b, clk)
+	requireContent(t, b, want, "after rebuilding the replacement")
+	r.toggles[0].On()
+	requireContent(t, b, want, "with the replacement and without member 0")
 }

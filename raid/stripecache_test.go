@@ -314,7 +314,7 @@ func TestStripeCacheBlockStatus(t *testing.T) {
 	var devs []raid.Device
 	for i := 0; i < 4; i++ {
 		p := filepath.Join(dir, fmt.Sprint("m", i))
-		require.NoError(t, member.CreateSparse(p, superblock.HeaderSize+8*chunk))
+		require.NoError(t, member.CreateSparse(p, memberSizeFor(chunk, 8)))
 		f, err := member.Open(p, member.Options{})
 		require.NoError(t, err)
 		devs = append(devs, raid.Device{Path: p, Member: f})

@@ -421,6 +421,7 @@ func (a *Array) Close() error {
 	a.workers.Wait()
 	a.lockConfig()
 	defer a.unlockConfig()
+	a.job = nil // a replace stopped by Close stayed for the write-out above (see stopJob)
 	for _, s := range a.slots {
 		if err := s.dev.Close(); err != nil && !errors.Is(err, io.EOF) {
 			errs = append(errs, err)

@@ -362,6 +362,10 @@ func (cl *client) readReply() reply {
 // do sends one request and waits for its reply.
 func (cl *client) do(typ, flags uint16, offset uint64, length uint32, payload []byte) reply {
 	cl.t.Helper()
+	// Each request/reply gets its own 20 s, not the connection as a whole:
+	// TestRequestErrors sends 80 MiB of rejected payloads on one
+	// connection, which took longer than 20 s under -race at load 30.
+	_ = cl.c.SetDeadline(time.Now().Add(20 * time.Second))
 	h := cl.send(typ, flags, offset, length, payload)
 	r := cl.readReply()
 	require.Equal(cl.t, h, r.handle)

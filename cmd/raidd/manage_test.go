@@ -402,15 +402,17 @@ func TestHookRunner(t *testing.T) {
 	h := newHookRunner(`case "$RAIDD_EVENT" in slow) sleep 10; echo late >> `+logFile+`;; bad) echo oops; exit 3;; esac
 echo "$RAIDD_EVENT|$RAIDD_ARRAY|$RAIDD_ROLE|$RAIDD_MEMBER|$RAIDD_DETAIL|$RAIDD_TIME" >> `+logFile,
 		slog.New(slog.NewTextHandler(&logs, nil)))
-	h.timeout = 300 * time.Millisecond
+	// Long enough for a shell to start on a loaded CI machine (300 ms
+	// killed the "bad" hook at load 30), far below the slow hook's sleep.
+	h.timeout = 3 * time.Second
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	start := time.Now()
 	h.enqueue(raid.Event{Time: at, Kind: "slow", Array: "a", Role: -1})
 	h.enqueue(raid.Event{Time: at, Kind: "bad", Array: "a", Role: -1})
 	h.enqueue(raid.Event{Time: at, Kind: raid.EventMemberFailed, Array: "a", Role: 2, Path: "/m 2", Detail: "x y"})
 	h.enqueue(raid.Event{Time: at, Kind: raid.EventSpareClaimed, Array: "a", Role: 2, Path: "/s"})
-	h.close(10 * time.Second)
-	assert.Less(t, time.Since(start), 5*time.Second, "the slow hook was killed at its timeout")
+	h.close(20 * time.Second)
+	assert.Less(t, time.Since(start), 9*time.Second, "the slow hook was killed at its timeout")
 	b, err := os.ReadFile(logFile)
 	require.NoError(t, err)
 	assert.Equal(t, "member-failed|a|2|/m 2|x y|2030-01-02T03:04:05Z\nspare-claimed|a|2|/s||2030-01-02T03:04:05Z\n", string(b),

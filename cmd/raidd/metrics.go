@@ -186,6 +186,20 @@ var (
 	descScrubRepaired   = newDesc("raidd_array_scrub_repaired", "Of raidd_array_scrub_mismatches, the chunks the scrub rewrote (check --repair).", prometheus.GaugeValue, arrayLabel...)
 	descScrubFinished   = newDesc("raidd_array_last_scrub_finished_timestamp_seconds", "When the last scrub finished (Unix time); absent until one has.", prometheus.GaugeValue, arrayLabel...)
 
+	// The stripe cache and the write-hole journal of a parity array:
+	// present only for arrays that have them.
+	descCacheLimit    = newDesc("raidd_array_stripe_cache_limit_bytes", "Memory the stripe cache may use (stripe_cache).", prometheus.GaugeValue, arrayLabel...)
+	descCacheBytes    = newDesc("raidd_array_stripe_cache_bytes", "Stripe buffers holding cached, not yet written data.", prometheus.GaugeValue, arrayLabel...)
+	descCacheStripes  = newDesc("raidd_array_stripe_cache_stripes", "Stripes holding cached data.", prometheus.GaugeValue, arrayLabel...)
+	descCacheFull     = newDesc("raidd_array_stripe_cache_full_writeouts_total", "Cached stripes written out complete, with no member reads.", prometheus.CounterValue, arrayLabel...)
+	descCachePartial  = newDesc("raidd_array_stripe_cache_partial_writeouts_total", "Cached stripes written out incomplete (deadline, memory pressure, FLUSH, FUA, TRIM or WRITE_ZEROES).", prometheus.CounterValue, arrayLabel...)
+	descCacheBypassed = newDesc("raidd_array_stripe_cache_bypassed_total", "Partial-stripe pieces written at once because the cache was full.", prometheus.CounterValue, arrayLabel...)
+	descLogArea       = newDesc("raidd_array_journal_area_bytes", "Size of the write-hole log area on each member (consistency policy journal).", prometheus.GaugeValue, arrayLabel...)
+	descLogRecords    = newDesc("raidd_array_journal_records_total", "Partial-stripe row writes recorded in the write-hole log since the array started.", prometheus.CounterValue, arrayLabel...)
+	descLogBytes      = newDesc("raidd_array_journal_written_bytes_total", "Bytes written to the write-hole logs (every log written counts).", prometheus.CounterValue, arrayLabel...)
+	descLogCheckpts   = newDesc("raidd_array_journal_checkpoints_total", "Checkpoints of the write-hole log (members synced, new epoch).", prometheus.CounterValue, arrayLabel...)
+	descLogReplayed   = newDesc("raidd_array_journal_replayed_records", "Records replayed from the write-hole log when the array was assembled.", prometheus.GaugeValue, arrayLabel...)
+
 	descMemberState   = newDesc("raidd_member_state", "1 for the state each member or role is in, 0 for the other states (active, rebuilding, replacing, spare, failed, removed, missing, stale).", prometheus.GaugeValue, "array", "role", "path", "uuid", "state")
 	descMemberErrors  = newDesc("raidd_member_io_errors_total", "Member I/O requests that failed, by device and operation (read, write, discard, sync), since raidd opened the device.", prometheus.CounterValue, "array", "path", "uuid", "operation")
 	descMemberRepairs = newDesc("raidd_member_repairs_total", "Ranges rewritten on the device with data reconstructed from redundancy (read-error correction), since raidd opened it.", prometheus.CounterValue, "array", "path", "uuid")
@@ -220,6 +234,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []desc{descJobRunning, descJobRatio, descJobDone, descJobPlanned, descJobMoved, descJobETA,
 		descScrubMismatches, descScrubRepaired, descScrubFinished,
+		descCacheLimit, descCacheBytes, descCacheStripes, descCacheFull, descCachePartial, descCacheBypassed,
+		descLogArea, descLogRecords, descLogBytes, descLogCheckpts, descLogReplayed,
 		descMemberState, descMemberErrors, descMemberRepairs, descMemberRepairB, descMemberCsum,
 		descNBDConnections, descNBDActive, descNBDHandshakes, descNBDHSFailures, descNBDTLS, descNBDRefused,
 		descNBDTimeouts, descNBDInFlight, descNBDRequests, descNBDReadBytes, descNBDWriteBytes, descNBDErrors} {
@@ -239,6 +255,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			emit(g.d, g.f(a), a.Name)
 		}
 		c.collectJobs(emit, a)
+		collectCacheAndLog(emit, a)
 		for _, m := range a.Devices {
 			role := strconv.Itoa(m.Role)
 			known := false
@@ -333,6 +350,26 @@ func (c *statusCollector) collectJobs(emit func(desc, float64, ...string), a *ar
 	}
 	if t := a.LastScrubFinished; !t.IsZero() {
 		emit(descScrubFinished, float64(t.UnixNano())/1e9, a.Name)
+	}
+}
+
+// collectCacheAndLog emits the stripe cache and write-hole journal
+// families of an array that has them.
+func collectCacheAndLog(emit func(desc, float64, ...string), a *arrayStatus) {
+	if c := a.StripeCache; c != nil {
+		emit(descCacheLimit, float64(c.Limit), a.Name)
+		emit(descCacheBytes, float64(c.Bytes), a.Name)
+		emit(descCacheStripes, float64(c.Stripes), a.Name)
+		emit(descCacheFull, float64(c.FullStripeWrites), a.Name)
+		emit(descCachePartial, float64(c.PartialWriteouts), a.Name)
+		emit(descCacheBypassed, float64(c.Bypassed), a.Name)
+	}
+	if j := a.Journal; j != nil {
+		emit(descLogArea, float64(j.AreaBytes), a.Name)
+		emit(descLogRecords, float64(j.Records), a.Name)
+		emit(descLogBytes, float64(j.BytesWritten), a.Name)
+		emit(descLogCheckpts, float64(j.Checkpoints), a.Name)
+		emit(descLogReplayed, float64(j.Replayed), a.Name)
 	}
 }
 

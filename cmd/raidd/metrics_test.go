@@ -96,6 +96,8 @@ func TestMetrics(t *testing.T) {
 	assert.Zero(t, f.value(t, "raidd_array_job_running", "array=data", "job=rebuild"))
 	assert.Zero(t, f.value(t, "raidd_array_job_running", "array=data", "job=resync"))
 	assert.NotContains(t, f, "raidd_array_job_progress_ratio", "no job runs")
+	assert.NotContains(t, f, "raidd_array_stripe_cache_bytes", "a mirror has no stripe cache")
+	assert.NotContains(t, f, "raidd_array_journal_records_total", "a mirror has no write-hole log")
 
 	// Two rows (64 KiB chunks) of data, read back, flushed, trimmed.
 	c := dialNBD(t, "unix", e.nbdSock, "data")
@@ -186,4 +188,44 @@ func TestMetricsChecksums(t *testing.T) {
 	require.Equal(t, 0, code, "status: %s%s", out, errOut)
 	assert.Contains(t, out, "checksums: CRC32C per 4KiB block; 0 repaired, 0 lost")
 	assert.Contains(t, out, "cache 0B of 1MiB", "nothing read yet; bounded by checksum_cache")
+}
+
+// TestMetricsStripeCacheAndJournal: a RAID5 has the stripe cache and
+// write-hole journal series, and they follow the writes: a stripe written
+// in two pieces goes out whole from the cache, and the pieces of two
+// other stripes wait in the cache until FLUSH forces them out as partial
+// write-outs: partial-stripe row writes, which the journal records.
+func TestMetricsStripeCacheAndJournal(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "p", "5", "a.img", "b.img", "c.img", "d.img")
+	// Partial stripes stay cached until FLUSH, however slow the machine.
+	serve(t, e.config(t, "", e.array("p", "    stripe_cache_delay: 1h\n", "a.img", "b.img", "c.img", "d.img")))
+
+	f := scrape(t, e.control)
+	limit := f.value(t, "raidd_array_stripe_cache_limit_bytes", "array=p")
+	assert.True(t, limit > 0 && limit <= 64<<20, "the default stripe_cache bounds the cache: %v", limit)
+	assert.Positive(t, f.value(t, "raidd_array_journal_area_bytes", "array=p"))
+	for _, name := range []string{"raidd_array_stripe_cache_bytes", "raidd_array_stripe_cache_full_writeouts_total",
+		"raidd_array_stripe_cache_partial_writeouts_total", "raidd_array_journal_records_total",
+		"raidd_array_journal_written_bytes_total", "raidd_array_journal_replayed_records"} {
+		assert.Zero(t, f.value(t, name, "array=p"), name)
+	}
+
+	const width = 3 * 64 << 10 // a stripe of 4 members, 64 KiB chunks
+	c := dialNBD(t, "unix", e.nbdSock, "p")
+	c.mustDo(nbdCmdWrite, 0, pattern(64<<10, 1))        // starts a stripe: cached
+	c.mustDo(nbdCmdWrite, 64<<10, pattern(128<<10, 2))  // completes it: out whole
+	c.mustDo(nbdCmdWrite, width+8192, pattern(4096, 3)) // follows the last write's stripe: cached
+	c.mustDo(nbdCmdWrite, 3*width, pattern(4096, 4))    // starts a stripe: cached
+	f = scrape(t, e.control)
+	assert.EqualValues(t, 1, f.value(t, "raidd_array_stripe_cache_full_writeouts_total", "array=p"))
+	assert.EqualValues(t, 2, f.value(t, "raidd_array_stripe_cache_stripes", "array=p"), "the last pieces wait in the cache")
+	assert.Positive(t, f.value(t, "raidd_array_stripe_cache_bytes", "array=p"))
+	c.mustDo(nbdCmdFlush, 0, nil)
+	f = scrape(t, e.control)
+	assert.EqualValues(t, 2, f.value(t, "raidd_array_stripe_cache_partial_writeouts_total", "array=p"), "FLUSH wrote the cached pieces")
+	assert.Zero(t, f.value(t, "raidd_array_stripe_cache_stripes", "array=p"))
+	assert.Zero(t, f.value(t, "raidd_array_stripe_cache_bytes", "array=p"))
+	assert.GreaterOrEqual(t, f.value(t, "raidd_array_journal_records_total", "array=p"), 2.0, "both partial row writes were recorded")
+	assert.Positive(t, f.value(t, "raidd_array_journal_written_bytes_total", "array=p"))
 }

@@ -194,23 +194,38 @@ func TestCrashChecksums(t *testing.T) {
 // (from its checkpoint, or earlier where the bitmap says writes were in
 // flight), every byte made durable before the crash reads back, and once
 // the rebuild is done the mirrors agree and the rebuilt member alone holds
-// the data. (RAID5 is left out on purpose: a crash while degraded is the
-// write hole the README documents.)
+// the data. RAID5 and RAID6 are degraded while they rebuild: their crash
+// is the write hole, which the write-hole journal closes
+// (RAIDD_WRITE_HOLE_POLICY=bitmap runs them without it).
 func TestCrashDuringRebuild(t *testing.T) {
 	seed := testSeed(t)
+	policy := writeHolePolicy(t)
 	for _, s := range []struct {
-		level stripe.Level
-		n     int
-	}{{stripe.RAID1, 2}, {stripe.RAID10, 3}} {
+		level  stripe.Level
+		n      int
+		trials int64
+	}{{stripe.RAID1, 2, 4}, {stripe.RAID10, 3, 4}, {stripe.RAID5, 4, 2}, {stripe.RAID6, 5, 2}} {
 		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
-			for trial := int64(0); trial < 4; trial++ {
-				crashDuringRebuild(t, s.level, s.n, seed+trial*104729)
+			for trial := int64(0); trial < s.trials; trial++ {
+				crashDuringRebuild(t, s.level, s.n, policy, seed+trial*104729)
 			}
 		})
 	}
 }
 
-func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
+// writeHolePolicy is the consistency policy the crash tests create parity
+// arrays with: the journal, or what RAIDD_WRITE_HOLE_POLICY says.
+func writeHolePolicy(t *testing.T) raid.ConsistencyPolicy {
+	p := os.Getenv("RAIDD_WRITE_HOLE_POLICY")
+	if p == "" {
+		return raid.PolicyJournal
+	}
+	policy, err := raid.ParseConsistencyPolicy(p)
+	require.NoError(t, err)
+	return policy
+}
+
+func crashDuringRebuild(t *testing.T, level stripe.Level, n int, policy raid.ConsistencyPolicy, seed int64) {
 	const chunk = 8 << 10
 	const rows = 128
 	const rate = 64 // rows per second
@@ -225,7 +240,11 @@ func crashDuringRebuild(t *testing.T, level stripe.Level, n int, seed int64) {
 	}
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	opts := raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk, ProgressInterval: 150 * time.Millisecond}, clk)
-	a, err := raid.Create(devs[:n], raid.CreateOptions{Name: "cr", Level: level, Chunk: chunk, BitmapRegion: 8 * chunk}, opts)
+	co := raid.CreateOptions{Name: "cr", Level: level, Chunk: chunk, BitmapRegion: 8 * chunk}
+	if level == stripe.RAID5 || level == stripe.RAID6 {
+		co.ConsistencyPolicy = policy
+	}
+	a, err := raid.Create(devs[:n], co, opts)
 	require.NoError(t, err)
 	size := a.Size()
 	o := newCrashOracle(size)
@@ -486,12 +505,7 @@ func powerCut(a *raid.Array, cs []*membertest.Crashable, power *membertest.Toggl
 // to show that it fails then.
 func TestCrashWriteHole(t *testing.T) {
 	seed := testSeed(t)
-	policy := raid.PolicyJournal
-	if p := os.Getenv("RAIDD_WRITE_HOLE_POLICY"); p != "" {
-		var err error
-		policy, err = raid.ParseConsistencyPolicy(p)
-		require.NoError(t, err)
-	}
+	policy := writeHolePolicy(t)
 	for _, s := range []struct {
 		level        stripe.Level
 		n            int

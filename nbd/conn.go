@@ -139,6 +139,7 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.exp = e
 	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock,
 		blockStatus: c.metaID != 0}
+	tuneSocket(c.nc)
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.reserve.init(connReserveBytes)
 	c.work = make(chan *request, s.opts.Workers)

@@ -28,6 +28,16 @@
 //     goroutine to leave the writer flushes it, so bursts of replies share
 //     syscalls and no reply waits in the buffer. Reply headers are encoded
 //     into the writer's free space, so the steady state allocates nothing.
+//     A READ reply of 64 KiB or more bypasses the buffer: header and data go
+//     out in one writev. On a unix socket the kernel send buffer is raised to
+//     2 MiB (capped by net.core.wmem_max; never lowered) when transmission
+//     starts, so that a 1 MiB reply fits in that one writev instead of
+//     going out in 208 KiB pieces with a wait for the client between them
+//     (a goroutine park, a poller wake-up and a thread switch each, which
+//     cost more CPU than copying the data). This is kernel memory charged
+//     to the socket, not raidd's resident memory, and only fills while a
+//     client does not read its replies (bounded in time by IOTimeout). TCP
+//     is left to the kernel's send buffer autotuning.
 //   - A READ is executed completely before any byte of its reply is written,
 //     so a device error is always an error reply, never a disconnect.
 //

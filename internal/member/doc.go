@@ -10,10 +10,15 @@
 //   - Size is fixed when a member is opened or created and never changes, even
 //     if the underlying file is resized behind the member's back. A file or
 //     device that becomes shorter than Size is detected, by a read meeting
-//     end-of-file below Size or by the fstat after every write to a regular
-//     file, and from then on every call but Sync and Close fails with
-//     ErrShrunk (an io.ErrUnexpectedEOF): no write may extend the file again
-//     and leave holes that read back as zeroes without an error.
+//     end-of-file below Size or by the size check after every write to a
+//     regular file, and from then on every call but Sync and Close fails
+//     with ErrShrunk (an io.ErrUnexpectedEOF): no write may extend the file
+//     again and leave holes that read back as zeroes without an error. The
+//     size check costs no system call for writes below the file's last
+//     page: it loads a byte of a read-only mapping of that page, which
+//     faults once the page lies beyond end-of-file (tail.go). A shrink of
+//     less than a page, which no such write can undo, is reported by the
+//     next read or write of the last page.
 //   - ReadAt and WriteAt follow io.ReaderAt and io.WriterAt exactly: n <
 //     len(p) implies err != nil, and p is never retained after the call
 //     returns. A read that reaches Size returns io.EOF; a write that reaches

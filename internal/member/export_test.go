@@ -30,3 +30,14 @@ func Alignment(m *File) int64 { return m.align }
 
 // MaxBounce is the largest span one bounce buffer serves.
 const MaxBounce = maxBounce
+
+// SetStatHook installs fn as the hook every fstat of the size check runs
+// first, and returns a function that removes it.
+func SetStatHook(fn func()) (restore func()) {
+	testHookStat = fn
+	return func() { testHookStat = nil }
+}
+
+// TailMapped reports whether the member's last page is mapped for the size
+// check after a write.
+func TailMapped(m *File) bool { return m.hasTail() }

@@ -64,6 +64,9 @@ type File struct {
 	// edges serializes the read-modify-write of partially written
 	// alignment blocks in direct mode (writeBounce), striped by block.
 	edges [edgeLocks]sync.Mutex
+	// tail is the mapping of the last page that checks the size after a
+	// write without a system call (tail.go).
+	tail tailProbe
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -114,6 +117,7 @@ func Open(path string, opts Options) (*File, error) {
 		_ = f.Close()
 		return nil, err
 	}
+	m.initTail()
 	return m, nil
 }
 
@@ -360,12 +364,15 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 // never grows. p is not retained. The data is durable only after a later
 // Sync returns. Safe for concurrent use on non-overlapping ranges.
 //
-// On a regular file every write is followed by an fstat(2): a file that has
-// become shorter than Size (truncated behind the member's back, then
+// On a regular file every write is followed by a size check: a file that
+// has become shorter than Size (truncated behind the member's back, then
 // possibly re-extended by this very write, leaving holes) makes the write
-// fail with ErrShrunk, and so does every later call. A write ending at Size
-// is also checked before it is issued, since it would restore the full size
-// and hide the shrink.
+// fail with ErrShrunk, and so does every later call. The check is a load
+// from a mapping of the file's last page, which faults once that page is
+// beyond end-of-file, and an fstat(2) for writes into the last page or
+// when there is no mapping (see tail.go). A write ending at Size is also
+// checked before it is issued, since it would restore the full size and
+// hide the shrink.
 //
 // Errors: ErrOutOfRange, ErrReadOnly, ErrShrunk, os.ErrClosed after Close,
 // and I/O errors from the kernel wrapped in *os.PathError.
@@ -405,7 +412,7 @@ func (m *File) WriteAt(p []byte, off int64) (int, error) {
 	} else {
 		n, err = m.pwrite(p, off)
 	}
-	if serr := m.checkSize("write"); serr != nil {
+	if serr := m.checkWrite("write", off+int64(len(p)), err == nil); serr != nil {
 		return n, serr
 	}
 	if err == nil && short {
@@ -490,6 +497,7 @@ func (m *File) Discard(off, n int64) error {
 	if err := m.checkMutate("discard", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.dropTailFor(off, n)
 	if !m.block {
 		return m.fallocate("discard", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -514,6 +522,7 @@ func (m *File) Trim(off, n int64) error {
 	if err := m.checkMutate("trim", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.dropTailFor(off, n)
 	if !m.block {
 		return m.fallocate("trim", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -536,6 +545,7 @@ func (m *File) ZeroRange(off, n int64) error {
 	if err := m.checkMutate("zero range", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.dropTailFor(off, n)
 	if !m.block {
 		return m.fallocate("zero range", unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -552,6 +562,7 @@ func (m *File) Close() error {
 	if m.closed.Swap(true) {
 		return m.closedErr("close")
 	}
+	m.unmapTail(true)
 	return m.f.Close()
 }
 

@@ -118,7 +118,7 @@ func (m *File) writev(bufs [][]byte, off int64) (int, error) {
 			return 0, m.wrap("pwritev", err)
 		}
 	}
-	if err := m.checkSize("write"); err != nil {
+	if err := m.checkWrite("write", off+want, int64(n) == want); err != nil {
 		return n, err
 	}
 	if int64(n) < want {
@@ -127,6 +127,9 @@ func (m *File) writev(bufs [][]byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// testHookStat, when set by a test, runs before each fstat of statSize.
+var testHookStat func()
 
 // testHookVector, when set by a test, runs after a vectored call has
 // checked the member and before it takes the descriptor: the window in
@@ -214,6 +217,9 @@ func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
 // statSize returns the file's current st_size with one fstat(2) and no
 // allocation.
 func (m *File) statSize() (int64, error) {
+	if testHookStat != nil {
+		testHookStat()
+	}
 	c := sysReqPool.Get().(*sysReq)
 	c.kind = sysFstat
 	err := m.guarded(c)

@@ -5,7 +5,8 @@
 # already-written data; then ROUNDS interleaved rounds (each round runs
 # every job on every target) and the median per job and target. Also the
 # server CPU time per byte moved, and the write amplification of nbdcopy
-# onto a fresh RAID5. See bench/README.md.
+# onto a fresh RAID5, and raidd's peak RSS, also with the stripe cache
+# full. See bench/README.md.
 #
 # Knobs (environment):
 #   MEMBER_SIZE  size of each of the 4 sparse member files   (default 512M)
@@ -75,12 +76,14 @@ wait_sock() {
 	return 1
 }
 
-# start_raidd NAME LEVEL: create a 4-member array NAME and serve it.
+# start_raidd NAME LEVEL [SERVE-FLAG...]: create a 4-member array NAME and
+# serve it.
 start_raidd() {
 	local name=$1 level=$2 i members=()
+	shift 2
 	for i in 0 1 2 3; do members+=("$work/$name-m$i.img"); done
 	"$bin" create --name "$name" --level "$level" --chunk "$CHUNK" --size "$MEMBER_SIZE" "${members[@]}" >&2
-	"$bin" serve --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "${members[@]}" \
+	"$bin" serve --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "$@" "${members[@]}" \
 		>"$work/$name.log" 2>&1 &
 	pids+=($!)
 	eval "pid_$name=$!"
@@ -156,11 +159,25 @@ start_raidd wa 5
 nbdcopy "$work/copy.bin" "nbd+unix:///wa?socket=$sock/wa.sock"
 "$bin" status --json --control "$sock/wa.ctl" >"$work/wa.json"
 wa_hwm=$(hwm "$pid_wa")
+kill -TERM "$pid_wa" && wait "$pid_wa" || true
 
-python3 - "$work" "$r0_hwm" "$r5_hwm" "$wa_hwm" "$STRICT" "$ROUNDS" "$(getconf CLK_TCK)" "${jobs[@]}" <<'PY'
+# RSS with the stripe cache full: a fresh RAID5 whose partial stripes stay
+# cached for 30 s, written with the first chunk of every stripe (each such
+# piece starts at a stripe boundary, so it is cached): 4 x MEMBER_SIZE
+# holds far more such pieces than the 64 MiB cache, so it fills up to its
+# limit and memory pressure, not the deadline, writes stripes out.
+echo "filling the stripe cache of a fresh RAID5 ..." >&2
+start_raidd full 5 --stripe-cache-delay 30s
+fio --name=fill --ioengine=nbd --uri="nbd+unix:///full?socket=$sock/full.sock" --rw=write:$((2 * $(numfmt --from=iec "$CHUNK"))) \
+	--bs="$CHUNK" --iodepth=8 --numjobs=1 --output-format=json --output="$work/fill.json" >/dev/null
+"$bin" status --json --control "$sock/full.ctl" >"$work/full.json"
+full_hwm=$(hwm "$pid_full")
+
+python3 - "$work" "$r0_hwm" "$r5_hwm" "$wa_hwm" "$full_hwm" "$STRICT" "$ROUNDS" "$(getconf CLK_TCK)" "${jobs[@]}" <<'PY'
 import json, statistics, sys
-work, r0_hwm, r5_hwm, wa_hwm, strict, rounds, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", int(sys.argv[6]), int(sys.argv[7])
-jobs = [j.split(":", 1)[0] for j in sys.argv[8:]]
+work, r0_hwm, r5_hwm, wa_hwm, full_hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+strict, rounds, tck = sys.argv[6] == "1", int(sys.argv[7]), int(sys.argv[8])
+jobs = [j.split(":", 1)[0] for j in sys.argv[9:]]
 
 def one(job, target, r):
     with open(f"{work}/{job}.{target}.{r}.json") as f:
@@ -218,7 +235,11 @@ wa = st["stats"]["write_amplification"]
 print(f"nbdcopy onto a fresh RAID5 x4: write amplification {wa:.3f} (full stripes: 1.333); stripe cache: {json.dumps(st.get('stripe_cache'))}")
 if wa > 1.40:
     missed.append(f"nbdcopy write amplification {wa:.3f} > 1.40")
-for name, kib in (("raid0", r0_hwm), ("raid5", r5_hwm), ("raid5 nbdcopy", wa_hwm)):
+with open(f"{work}/full.json") as f:
+    sc = json.load(f)["arrays"][0].get("stripe_cache") or {}
+print(f"stripe cache filled: {sc.get('bytes', 0) / 2**20:.1f} MiB cached in {sc.get('cached_stripes', 0)} stripes, "
+      f"limit {sc.get('limit_bytes', 0) / 2**20:.1f} MiB; bypassed {sc.get('bypassed', 0)}, partial write-outs {sc.get('partial_writeouts', 0)}")
+for name, kib in (("raid0", r0_hwm), ("raid5", r5_hwm), ("raid5 nbdcopy", wa_hwm), ("raid5 full stripe cache", full_hwm)):
     mib = kib / 1024
     ok = mib < 256
     if not ok:

@@ -38,12 +38,50 @@ type examined struct {
 	State             string             `json:"state,omitempty"`
 	RebuildRole       int32              `json:"rebuild_role"`
 	RebuildCheckpoint uint64             `json:"rebuild_checkpoint"`
-	Created           time.Time          `json:"created"`
-	Updated           time.Time          `json:"updated"`
-	Members           []examinedEntry    `json:"members,omitempty"`
+	// Scrub is what the superblock records about scrubs (raidd check):
+	// nil when the array was never scrubbed.
+	Scrub   *examinedScrub  `json:"scrub,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
+	Members []examinedEntry `json:"members,omitempty"`
 	// InUse is the holder its in-use block names, if any: a raidd that has
 	// the member open for writing (or had, if it died without letting go).
 	InUse *examinedHolder `json:"in_use,omitempty"`
+}
+
+// examinedScrub decodes the superblock's scrub field: either a scrub in
+// progress when the superblock was written (interrupted, unless a raidd
+// still runs it), with the row it resumes at, or the time the last scrub
+// finished.
+type examinedScrub struct {
+	Running bool `json:"running"`
+	// Kind is "check" or "repair" (raidd check --repair), for a scrub in
+	// progress.
+	Kind string `json:"kind,omitempty"`
+	// ResumeRow is the row the scrub in progress resumes at, of Rows.
+	ResumeRow uint64 `json:"resume_row"`
+	Rows      uint64 `json:"rows"`
+	// LastFinished is when the last scrub finished (none in progress).
+	LastFinished time.Time `json:"last_finished,omitzero"`
+}
+
+func examineScrub(m *superblock.Meta) *examinedScrub {
+	if m.Scrub == 0 {
+		return nil
+	}
+	s := &examinedScrub{}
+	if m.ChunkSize != 0 {
+		s.Rows = m.DataSize / m.ChunkSize
+	}
+	if m.Scrub&superblock.ScrubRunning == 0 {
+		s.LastFinished = time.Unix(int64(m.Scrub), 0).UTC()
+		return s
+	}
+	s.Running, s.Kind, s.ResumeRow = true, "check", m.Scrub&superblock.ScrubRowMask
+	if m.Scrub&superblock.ScrubRepair != 0 {
+		s.Kind = "repair"
+	}
+	return s
 }
 
 type examinedChecksums struct {
@@ -128,7 +166,7 @@ func examine(path string) (examined, error) {
 		Level: stripe.Level(m.Level).String(), Chunk: m.ChunkSize, RaidMembers: m.RaidDisks,
 		Role: m.Role, MemberUUID: superblock.FormatUUID(m.MemberUUID),
 		DataOffset: m.DataOffset, DataSize: m.DataSize, Events: m.Events, State: m.State.String(),
-		RebuildRole: m.RebuildRole, RebuildCheckpoint: m.RebuildCheckpoint,
+		RebuildRole: m.RebuildRole, RebuildCheckpoint: m.RebuildCheckpoint, Scrub: examineScrub(m),
 		ConsistencyPolicy: raid.ConsistencyPolicyOf(m), LogOffset: m.LogOffset, LogLength: m.LogLength,
 		Created: time.Unix(0, m.CreateTime).UTC(), Updated: time.Unix(0, m.UpdateTime).UTC(),
 	}
@@ -172,6 +210,18 @@ func printExamined(w io.Writer, e *examined) {
 	}
 	if e.RebuildRole >= 0 {
 		row("rebuild", "role %d up to data offset %d", e.RebuildRole, e.RebuildCheckpoint)
+	}
+	switch sc := e.Scrub; {
+	case sc == nil:
+		row("scrub", "never")
+	case sc.Running:
+		pct := 0.0
+		if sc.Rows > 0 {
+			pct = 100 * float64(sc.ResumeRow) / float64(sc.Rows)
+		}
+		row("scrub", "%s in progress at row %d of %d (%.1f%%); if no raidd runs it, it resumes there at the next assembly", sc.Kind, sc.ResumeRow, sc.Rows, pct)
+	default:
+		row("scrub", "last finished %s", sc.LastFinished.Format(time.RFC3339))
 	}
 	row("created", "%s", e.Created.Format(time.RFC3339))
 	row("updated", "%s", e.Updated.Format(time.RFC3339))

@@ -390,14 +390,32 @@ func (op *Op) Run() int {
 		}
 		last = -1
 	}
+	// Writes to a member that goes through the page cache (a file opened
+	// without O_DIRECT) are copies into memory that do not wait for a
+	// device: a worker would run them no sooner, and the hand-off costs
+	// more than the copy's share of a request, so they run here too, after
+	// the hand-offs (which are reads, and I/O to direct members, whose
+	// devices work in parallel).
+	cheap := false
 	for i := 0; i < last; i++ {
 		r := &op.batch[i]
 		if r.merged {
 			continue
 		}
+		if r.kind == ioWrite && buffered(r.dev) {
+			cheap = true
+			continue
+		}
 		op.wg.Add(1)
 		r.wg = &op.wg
 		op.a.reqs <- r
+	}
+	if cheap {
+		for i := 0; i < last; i++ {
+			if r := &op.batch[i]; !r.merged && r.kind == ioWrite && buffered(r.dev) {
+				r.do()
+			}
+		}
 	}
 	if last >= 0 {
 		op.batch[last].do()
@@ -453,6 +471,14 @@ func (op *Op) Run() int {
 	op.batch = op.batch[:0]
 	op.rowMark = 0 // what a row queued before this Run has run
 	return bad
+}
+
+// buffered reports whether dev says that its I/O goes through the page
+// cache (Direct() false: a member file opened without O_DIRECT). Members
+// that do not say are taken to wait for a device.
+func buffered(dev Member) bool {
+	d, ok := dev.(interface{ Direct() bool })
+	return ok && !d.Direct()
 }
 
 // shortDevice reports whether a member read error means the device ended

@@ -307,6 +307,11 @@ func (m *File) Path() string { return m.path }
 // regular file.
 func (m *File) IsBlockDevice() bool { return m.block }
 
+// Direct reports whether the member was opened with O_DIRECT (its I/O
+// bypasses the page cache and waits for the device); without it a write
+// is a copy into the page cache.
+func (m *File) Direct() bool { return m.direct }
+
 // Size returns the member's size in bytes, fixed at Open.
 func (m *File) Size() int64 { return m.size }
 

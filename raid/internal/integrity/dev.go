@@ -89,7 +89,8 @@ type Dev struct {
 	mismatches, resealed, rebuilt atomic.Int64
 	cached                        atomic.Int64 // len(pages), for Stats without mu
 
-	bufPool sync.Pool // *[]byte of entries scratch
+	bufPool sync.Pool // *[]uint32: entries scratch
+	blkPool sync.Pool // *[]byte: one block, for partial-block writes
 }
 
 // New wraps inner. It fails with ErrConfig if the areas do not fit inner
@@ -114,6 +115,7 @@ func New(inner Member, c Config) (*Dev, error) {
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
 	d.vec, _ = inner.(vectorIO)
+	d.blkPool.New = func() any { b := make([]byte, BlockSize); return &b }
 	return d, nil
 }
 
@@ -338,14 +340,7 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 // entries returns the stored checksums of blocks [b0, b0+n) in a pooled
 // slice; put it back with putEntries.
 func (d *Dev) entries(b0, n int64) (*[]uint32, error) {
-	ep, _ := d.bufPool.Get().(*[]uint32)
-	if ep == nil {
-		ep = new([]uint32)
-	}
-	if int64(cap(*ep)) < n {
-		*ep = make([]uint32, n)
-	}
-	*ep = (*ep)[:n]
+	ep := d.getEntries(n)
 	d.mu.Lock()
 	err := d.forEntries(b0, n, func(pg *page, i int, k int64) {
 		(*ep)[k] = Entry(pg.buf, i)
@@ -582,7 +577,9 @@ func (d *Dev) store(b0 int64, es []uint32) error {
 // block does not match its entry the old entry is kept, so the damage in
 // the bytes not rewritten stays detectable. Callers hold b's granule lock.
 func (d *Dev) edge(b int64, lo, hi int64, src []byte) (uint32, error) {
-	blk := make([]byte, d.blockLen(b))
+	bp := d.blkPool.Get().(*[]byte)
+	defer d.blkPool.Put(bp)
+	blk := (*bp)[:d.blockLen(b)]
 	if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
 		return 0, err
 	}
@@ -608,11 +605,27 @@ func (d *Dev) edge(b int64, lo, hi int64, src []byte) (uint32, error) {
 	return Sum(blk), nil
 }
 
+// getEntries returns a pooled slice of n entries; put it back with
+// putEntries.
+func (d *Dev) getEntries(n int64) *[]uint32 {
+	ep, _ := d.bufPool.Get().(*[]uint32)
+	if ep == nil {
+		ep = new([]uint32)
+	}
+	if int64(cap(*ep)) < n {
+		*ep = make([]uint32, n)
+	}
+	*ep = (*ep)[:n]
+	return ep
+}
+
 // sums computes the entries for writing p at data-region offset rel:
-// whole blocks from p, partial blocks by reading them (edge).
-func (d *Dev) sums(p []byte, rel, n int64) ([]uint32, int64, error) {
+// whole blocks from p, partial blocks by reading them (edge). The entries
+// are in a pooled slice (putEntries).
+func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
 	b0, b1 := rel/BlockSize, (rel+n-1)/BlockSize
-	es := make([]uint32, b1-b0+1)
+	ep := d.getEntries(b1 - b0 + 1)
+	es := *ep
 	for b := b0; b <= b1; b++ {
 		bs, be := b*BlockSize, b*BlockSize+d.blockLen(b)
 		lo, hi := max(bs, rel), min(be, rel+n)
@@ -630,11 +643,12 @@ func (d *Dev) sums(p []byte, rel, n int64) ([]uint32, int64, error) {
 		}
 		e, err := d.edge(b, lo-bs, hi-bs, src)
 		if err != nil {
+			d.putEntries(ep)
 			return nil, 0, err
 		}
 		es[b-b0] = e
 	}
-	return es, b0, nil
+	return ep, b0, nil
 }
 
 // WriteAt writes p and stores the checksums of the blocks it touches. A
@@ -650,21 +664,23 @@ func (d *Dev) WriteAt(p []byte, off int64) (int, error) {
 	n := int64(len(p))
 	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
 	defer d.unlock(mask)
-	es, b0, err := d.sums(p, rel, n)
+	ep, b0, err := d.sums(p, rel, n)
 	if err != nil {
 		return 0, err
 	}
+	defer d.putEntries(ep)
 	if _, err := d.inner.WriteAt(p, off); err != nil {
 		return 0, err
 	}
-	if err := d.store(b0, es); err != nil {
+	if err := d.store(b0, *ep); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// WritevAt writes consecutive buffers starting at off.
-func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
+// wholeBlocks reports whether bufs, written from off, cover only whole
+// blocks of the data region, and returns their total length.
+func (d *Dev) wholeBlocks(bufs [][]byte, off int64) (int64, bool) {
 	total := int64(0)
 	aligned := off >= d.dataOff && (off-d.dataOff)%BlockSize == 0
 	for _, b := range bufs {
@@ -673,33 +689,85 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 			aligned = false
 		}
 	}
-	if d.vec == nil || !aligned || !d.inData(off, total) || total == 0 {
+	return total, aligned && d.inData(off, total) && total > 0
+}
+
+// WritevAt writes consecutive buffers starting at off.
+func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
+	total, whole := d.wholeBlocks(bufs, off)
+	if d.vec == nil || !whole {
+		return d.writeEach(bufs, off)
+	}
+	ep := d.getEntries(total / BlockSize)
+	defer d.putEntries(ep)
+	k := 0
+	for _, b := range bufs {
+		for i := 0; i < len(b); i += BlockSize {
+			(*ep)[k] = Sum(b[i : i+BlockSize])
+			k++
+		}
+	}
+	return d.writeBlocks(bufs, off, total, *ep)
+}
+
+// writeEach writes the buffers one at a time through WriteAt.
+func (d *Dev) writeEach(bufs [][]byte, off int64) (int, error) {
+	o := off
+	for _, b := range bufs {
+		if _, err := d.WriteAt(b, o); err != nil {
+			return int(o - off), err
+		}
+		o += int64(len(b))
+	}
+	return int(o - off), nil
+}
+
+// writeBlocks writes bufs (whole blocks of the data region, total bytes)
+// at off and stores es, their checksums.
+func (d *Dev) writeBlocks(bufs [][]byte, off, total int64, es []uint32) (int, error) {
+	rel := off - d.dataOff
+	b0 := rel / BlockSize
+	mask := d.lockRange(b0, (rel+total-1)/BlockSize)
+	defer d.unlock(mask)
+	var err error
+	switch {
+	case len(bufs) == 1:
+		_, err = d.inner.WriteAt(bufs[0], off)
+	case d.vec != nil:
+		_, err = d.vec.WritevAt(bufs, off)
+	default:
 		o := off
 		for _, b := range bufs {
-			if _, err := d.WriteAt(b, o); err != nil {
-				return int(o - off), err
+			if _, err = d.inner.WriteAt(b, o); err != nil {
+				break
 			}
 			o += int64(len(b))
 		}
-		return int(total), nil
 	}
-	rel := off - d.dataOff
-	b0 := rel / BlockSize
-	es := make([]uint32, 0, total/BlockSize+1)
-	for _, b := range bufs {
-		for i := 0; i < len(b); i += BlockSize {
-			es = append(es, Sum(b[i:min(len(b), i+BlockSize)]))
-		}
-	}
-	mask := d.lockRange(b0, (rel+total-1)/BlockSize)
-	defer d.unlock(mask)
-	if _, err := d.vec.WritevAt(bufs, off); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	if err := d.store(b0, es); err != nil {
 		return 0, err
 	}
 	return int(total), nil
+}
+
+// WriteShared writes the buffers s was Reset with, back to back from off,
+// as WritevAt does, taking their checksums from s, which other devices
+// writing the same buffers share: each block's CRC is computed once for
+// all of them. A write that does not cover whole blocks of the data region
+// computes its own.
+func (d *Dev) WriteShared(off int64, s *Shared) (int, error) {
+	bufs := s.bufs
+	total, whole := d.wholeBlocks(bufs, off)
+	if !whole || int64(len(s.es))*BlockSize != total {
+		if len(bufs) == 1 {
+			return d.WriteAt(bufs[0], off)
+		}
+		return d.WritevAt(bufs, off)
+	}
+	return d.writeBlocks(bufs, off, total, s.sums())
 }
 
 // Discard discards [off, off+n) on the wrapped device; whole blocks become
@@ -716,14 +784,15 @@ func (d *Dev) Discard(off, n int64) error {
 	rel := off - d.dataOff
 	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
 	defer d.unlock(mask)
-	es, b0, err := d.sums(nil, rel, n)
+	ep, b0, err := d.sums(nil, rel, n)
 	if err != nil {
 		return err
 	}
+	defer d.putEntries(ep)
 	if err := d.inner.Discard(off, n); err != nil {
 		return err
 	}
-	return d.store(b0, es)
+	return d.store(b0, *ep)
 }
 
 // Sync writes the dirty checksum pages back and then syncs the wrapped

@@ -247,3 +247,95 @@ func TestVerify(t *testing.T) {
 	_, err = d.Verify(p, 100)
 	assert.ErrorIs(t, err, integrity.ErrConfig)
 }
+
+// TestSharedWrites writes the same buffers to three devices through one
+// Shared, concurrently, several times over (the Shared reused after
+// Release): every device then holds the data and checksums that verify,
+// also through a fresh Dev reading its pages from disk. A write that does
+// not cover whole blocks computes its own checksums.
+func TestSharedWrites(t *testing.T) {
+	const size = 2 * 1023 * 4096
+	var devs []*integrity.Dev
+	var mems []*member.Memory
+	for i := 0; i < 3; i++ {
+		d, m, _ := newDev(t, size, 4)
+		devs, mems = append(devs, d), append(mems, m)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var s integrity.Shared
+	for round := 0; round < 20; round++ {
+		bufs := make([][]byte, 1+rng.IntN(3))
+		total := int64(0)
+		for i := range bufs {
+			bufs[i] = make([]byte, 4096*(1+rng.IntN(40)))
+			for j := range bufs[i] {
+				bufs[i][j] = byte(rng.Uint32())
+			}
+			total += int64(len(bufs[i]))
+		}
+		off := rng.Int64N((size-total)/4096) * 4096
+		if round%5 == 4 {
+			off++ // not block-aligned: each device computes its own
+		}
+		require.True(t, s.Reset(bufs))
+		var wg sync.WaitGroup
+		for _, d := range devs[:1+round%3] { // sometimes fewer writers than usual
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := d.WriteShared(dataOff+off, &s)
+				assert.NoError(t, err)
+				assert.Equal(t, int(total), n)
+			}()
+		}
+		wg.Wait()
+		s.Release()
+		want := bytes.Join(bufs, nil)
+		for _, d := range devs[:1+round%3] {
+			got := make([]byte, total)
+			_, err := d.ReadAt(got, dataOff+off)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(want, got))
+		}
+	}
+	assert.False(t, s.Reset([][]byte{make([]byte, 100)}), "a buffer of part of a block cannot share")
+	for i, d := range devs {
+		require.NoError(t, d.Sync())
+		fresh, err := integrity.New(mems[i], integrity.Config{DataOffset: dataOff, DataSize: size, AreaOffset: areaOff})
+		require.NoError(t, err)
+		_, err = fresh.ReadAt(make([]byte, size), dataOff)
+		require.NoError(t, err, "device %d", i)
+	}
+}
+
+// TestNoAllocs: block-aligned reads and writes, vectored or not, and writes
+// of part of a block allocate nothing once warm (the checksum slices and
+// the block scratch are pooled).
+func TestNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	d, _, _ := newDev(t, 1023*4096, 4)
+	p := make([]byte, 64<<10)
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	bufs := [][]byte{p[:32<<10], p[32<<10:]}
+	var s integrity.Shared
+	for name, f := range map[string]func(){
+		"WriteAt":      func() { _, _ = d.WriteAt(p, dataOff+4096) },
+		"WriteAt-part": func() { _, _ = d.WriteAt(p[:100], dataOff+4096+10) },
+		"WritevAt":     func() { _, _ = d.WritevAt(bufs, dataOff) },
+		"ReadAt":       func() { _, _ = d.ReadAt(p, dataOff) },
+		"ReadvAt":      func() { _, _ = d.ReadvAt(bufs, dataOff) },
+		"Discard":      func() { _ = d.Discard(dataOff+8192, 100) },
+		"WriteShared": func() {
+			s.Reset(bufs)
+			_, _ = d.WriteShared(dataOff, &s)
+			s.Release()
+		},
+	} {
+		f()
+		assert.Zero(t, testing.AllocsPerRun(50, f), name)
+	}
+}

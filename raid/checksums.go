@@ -71,6 +71,84 @@ func (a *Array) wrapDev(dev Member) (Member, error) {
 	return d, nil
 }
 
+// shareSums gives writes in the batch that write the same buffers at the
+// same block alignment to different devices (the copies of a mirrored
+// chunk, a role and its replacement) one integrity.Shared: each block's
+// CRC is then computed once for every copy, by the copies' writers
+// together, instead of once per copy. Only mirrored levels and roles being
+// replaced write the same buffers twice.
+func (op *Op) shareSums() {
+	if op.geo.Level() != stripe.RAID1 && op.geo.Level() != stripe.RAID10 && !op.v.replacing() {
+		return
+	}
+	for i := range op.batch {
+		r := &op.batch[i]
+		if !shareable(r) || r.shared != nil {
+			continue
+		}
+		var s *integrity.Shared
+		for j := i + 1; j < len(op.batch); j++ {
+			q := &op.batch[j]
+			if !shareable(q) || q.shared != nil || q.dev == r.dev || q.off%csumBlock != r.off%csumBlock || !sameBufs(r, q) {
+				continue
+			}
+			if s == nil {
+				if op.nSums == len(op.sums) {
+					op.sums = append(op.sums, new(integrity.Shared))
+				}
+				s = op.sums[op.nSums]
+				ok := false
+				if r.vec != nil {
+					ok = s.Reset(r.vec)
+				} else {
+					ok = s.Reset([][]byte{r.p})
+				}
+				if !ok {
+					break
+				}
+				op.nSums++
+				r.shared = s
+			}
+			q.shared = s
+		}
+	}
+}
+
+// shareable reports whether r is a write that may share its checksums.
+func shareable(r *ioReq) bool {
+	if r.kind != ioWrite || r.merged || len(r.p) == 0 {
+		return false
+	}
+	_, ok := r.dev.(*integrity.Dev)
+	return ok
+}
+
+// sameBufs reports whether r and q write the same buffers (the same
+// memory, not merely equal bytes).
+func sameBufs(r, q *ioReq) bool {
+	if r.vec == nil || q.vec == nil {
+		return r.vec == nil && q.vec == nil && len(r.p) == len(q.p) && &r.p[0] == &q.p[0]
+	}
+	if len(r.vec) != len(q.vec) {
+		return false
+	}
+	for k, b := range r.vec {
+		c := q.vec[k]
+		if len(b) != len(c) || len(b) == 0 || &b[0] != &c[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseSums ends the batch's uses of shared checksums.
+func (op *Op) releaseSums() {
+	for _, s := range op.sums[:op.nSums] {
+		s.Release()
+	}
+	op.nSums = 0
+}
+
 // csumBlock is the block one checksum covers.
 const csumBlock = integrity.BlockSize
 
@@ -273,4 +351,15 @@ func (a *Array) ChecksumRepairs() []int64 {
 		out[m] = a.csum.repaired[m].Load()
 	}
 	return out
+}
+
+// replacing reports whether some role has a replacement being built (its
+// writes go to two devices).
+func (v *View) replacing() bool {
+	for _, d := range v.repl {
+		if d != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -74,6 +75,9 @@ type ioReq struct {
 	vec    [][]byte
 	merged bool
 	head   int
+	// shared, when set, holds this write's buffers and their block
+	// checksums, which other writes of the same buffers share (checksums.go).
+	shared *integrity.Shared
 }
 
 // vectorIO is implemented by members that read or write several buffers
@@ -85,6 +89,9 @@ type vectorIO interface {
 
 func (r *ioReq) do() {
 	switch {
+	case r.shared != nil:
+		_, r.err = r.dev.(*integrity.Dev).WriteShared(r.off, r.shared)
+		return
 	case r.vec != nil && r.kind == ioRead:
 		_, r.err = r.dev.(vectorIO).ReadvAt(r.vec, r.off)
 		return
@@ -189,6 +196,11 @@ type Op struct {
 	rowMark          int
 	pieces           []piece
 	recVec           [][]byte
+
+	// sums are the shared checksums of writes of the same buffers to
+	// several members (checksums.go); the first nSums are in use.
+	sums  []*integrity.Shared
+	nSums int
 }
 
 // Geometry returns the geometry of the array.
@@ -373,6 +385,9 @@ func (op *Op) Run() int {
 	}
 	if n > 1 {
 		op.vectorize()
+		if op.a.csum != nil {
+			op.shareSums()
+		}
 	}
 	// Hand all but the last unmerged request to the workers; do that one
 	// here. When enough requests already run at once to keep every core
@@ -421,6 +436,7 @@ func (op *Op) Run() int {
 		op.batch[last].do()
 	}
 	op.wg.Wait()
+	op.releaseSums()
 	bad := 0
 	for i := range op.batch {
 		r := &op.batch[i]
@@ -461,7 +477,7 @@ func (op *Op) Run() int {
 			op.account(r, kind)
 		}
 		r.p, r.dev, r.wg, r.err, r.repl, r.repair = nil, nil, nil, nil, false, false
-		r.vec, r.merged = nil, false
+		r.vec, r.merged, r.shared = nil, false, nil
 	}
 	clear(op.iov)
 	op.iov = op.iov[:0]

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -339,4 +340,46 @@ func TestChecksumCopyVerifier(t *testing.T) {
 	ok, known = v.VerifyCopy(raid.Copy{Member: 1, Off: chunk, Data: bad})
 	assert.False(t, ok)
 	assert.True(t, known)
+}
+
+// TestChecksumMirrorCRCOnce: a write to a mirror computes each block's
+// CRC32C once, not once per copy (the copies share an integrity.Shared),
+// and every copy's checksums are right: after a sync, each member's whole
+// data region verifies against its own checksum area.
+func TestChecksumMirrorCRCOnce(t *testing.T) {
+	const chunk, rows = 64 << 10, 32
+	for _, lv := range []struct {
+		level   stripe.Level
+		members int
+	}{{stripe.RAID1, 2}, {stripe.RAID1, 3}, {stripe.RAID10, 4}} {
+		t.Run(fmt.Sprintf("%s/%d", lv.level, lv.members), func(t *testing.T) {
+			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
+			require.NoError(t, err)
+			want := make([]byte, 1<<20+3*4096)
+			rng := randv2.New(randv2.NewPCG(3, 4))
+			for i := range want {
+				want[i] = byte(rng.Uint32())
+			}
+			before := a.ChecksumsSummed()
+			_, err = a.WriteAt(want, 4*4096)
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(want)/4096), a.ChecksumsSummed()-before, "one CRC per block written, whatever the copies")
+			require.NoError(t, a.Sync())
+			require.NoError(t, a.Close())
+
+			for m, mem := range r.mem {
+				sb, err := superblock.Read(mem)
+				require.NoError(t, err)
+				d, err := integrity.New(mem, integrity.Config{DataOffset: int64(sb.DataOffset), DataSize: int64(sb.DataSize), AreaOffset: int64(sb.ChecksumOffset)})
+				require.NoError(t, err)
+				data := make([]byte, sb.DataSize)
+				_, err = d.ReadAt(data, int64(sb.DataOffset))
+				require.NoError(t, err, "member %d", m)
+				if lv.level == stripe.RAID1 {
+					require.True(t, bytes.Equal(want, data[4*4096:4*4096+len(want)]), "member %d", m)
+				}
+			}
+		})
+	}
 }

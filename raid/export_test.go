@@ -35,3 +35,15 @@ func (a *Array) Charged() int64 { return a.charged.Load() }
 // ChecksumVerifier returns the CopyVerifier an array with checksums
 // installs for its scrubs (tests only).
 func ChecksumVerifier(a *Array) CopyVerifier { return csumVerifier{a} }
+
+// ChecksumsSummed returns how many data blocks the array's checksum
+// wrappers computed a CRC for on writes (tests only).
+func (a *Array) ChecksumsSummed() int64 {
+	n := int64(0)
+	if p := a.csum.devs.Load(); p != nil {
+		for _, d := range *p {
+			n += d.Stats().Summed
+		}
+	}
+	return n
+}

@@ -46,6 +46,10 @@ type Stats struct {
 	Resealed     int64 // blocks whose checksum was recomputed from their data after a crash
 	PagesRebuilt int64 // checksum pages that failed their own checksum
 	CachedPages  int64 // pages in memory now
+	// Summed counts the data blocks whose CRC this Dev computed for writes
+	// (blocks whose CRC another Dev computed for a Shared write are not
+	// counted again).
+	Summed int64
 }
 
 // granule is the number of blocks that share one lock; locks is the number
@@ -87,6 +91,7 @@ type Dev struct {
 	unsealed atomic.Pointer[[][2]int64] // data ranges whose mismatches are resealed (after a crash)
 
 	mismatches, resealed, rebuilt atomic.Int64
+	summed                        atomic.Int64 // Stats.Summed
 	cached                        atomic.Int64 // len(pages), for Stats without mu
 
 	bufPool sync.Pool // *[]uint32: entries scratch
@@ -141,7 +146,7 @@ func (d *Dev) HasData(off, n int64) bool {
 // Stats returns the counters. It takes no lock, so it never waits for the
 // device.
 func (d *Dev) Stats() Stats {
-	return Stats{Mismatches: d.mismatches.Load(), Resealed: d.resealed.Load(), PagesRebuilt: d.rebuilt.Load(), CachedPages: d.cached.Load()}
+	return Stats{Mismatches: d.mismatches.Load(), Resealed: d.resealed.Load(), PagesRebuilt: d.rebuilt.Load(), CachedPages: d.cached.Load(), Summed: d.summed.Load()}
 }
 
 // Unseal records data-region ranges [from, to) in which blocks may disagree
@@ -626,6 +631,8 @@ func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
 	b0, b1 := rel/BlockSize, (rel+n-1)/BlockSize
 	ep := d.getEntries(b1 - b0 + 1)
 	es := *ep
+	summed := int64(0)
+	defer func() { d.summed.Add(summed) }()
 	for b := b0; b <= b1; b++ {
 		bs, be := b*BlockSize, b*BlockSize+d.blockLen(b)
 		lo, hi := max(bs, rel), min(be, rel+n)
@@ -634,6 +641,7 @@ func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
 				es[b-b0] = 0
 			} else {
 				es[b-b0] = Sum(p[bs-rel : be-rel])
+				summed++
 			}
 			continue
 		}
@@ -641,6 +649,7 @@ func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
 		if p != nil {
 			src = p[lo-rel : hi-rel]
 		}
+		summed++
 		e, err := d.edge(b, lo-bs, hi-bs, src)
 		if err != nil {
 			d.putEntries(ep)
@@ -707,6 +716,7 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 			k++
 		}
 	}
+	d.summed.Add(int64(k))
 	return d.writeBlocks(bufs, off, total, *ep)
 }
 
@@ -767,7 +777,9 @@ func (d *Dev) WriteShared(off int64, s *Shared) (int, error) {
 		}
 		return d.WritevAt(bufs, off)
 	}
-	return d.writeBlocks(bufs, off, total, s.sums())
+	es, n := s.sums()
+	d.summed.Add(int64(n))
+	return d.writeBlocks(bufs, off, total, es)
 }
 
 // Discard discards [off, off+n) on the wrapped device; whole blocks become

@@ -69,8 +69,10 @@ func (s *Shared) Release() {
 }
 
 // sums computes the pieces no writer has claimed yet, waits for the others
-// and returns the checksums of every block, in order.
-func (s *Shared) sums() []uint32 {
+// and returns the checksums of every block, in order, and how many of them
+// this call computed.
+func (s *Shared) sums() ([]uint32, int) {
+	n := 0
 	for {
 		k := s.next.Add(1) - 1
 		if k >= int64(len(s.pieces)) {
@@ -81,8 +83,9 @@ func (s *Shared) sums() []uint32 {
 		for j := 0; j < pc.n; j++ {
 			s.es[pc.e+j] = Sum(b[j*BlockSize : (j+1)*BlockSize])
 		}
+		n += pc.n
 		s.left.Done()
 	}
 	s.left.Wait()
-	return s.es
+	return s.es, n
 }

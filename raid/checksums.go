@@ -159,7 +159,14 @@ const csumBlock = integrity.BlockSize
 func (a *Array) readBlocks(p []byte, off int64) (int, error) {
 	lo := off &^ (csumBlock - 1)
 	hi := (off + int64(len(p)) + csumBlock - 1) &^ (csumBlock - 1)
-	buf := make([]byte, hi-lo)
+	var buf []byte
+	if bp := a.bufPool.Get().(*[]byte); int64(len(*bp)) >= hi-lo { // one chunk: most unaligned reads
+		defer a.bufPool.Put(bp)
+		buf = (*bp)[:hi-lo]
+	} else {
+		a.bufPool.Put(bp)
+		buf = make([]byte, hi-lo)
+	}
 	if _, err := a.read(buf, lo); err != nil {
 		return 0, err
 	}

@@ -64,6 +64,19 @@
 //     by recomputing the entry from the data (the old or the new bytes,
 //     both correct for a write that was never acknowledged as durable), and
 //     its resync Seals every row of them.
+//   - Copies: data written unchanged to several devices (the copies of a
+//     mirror, a role and its replacement) is checksummed once. The caller
+//     prepares a Shared with the buffers and each device writes them with
+//     WriteShared: the writers split the blocks among themselves in pieces
+//     of 16, each waits for the pieces the others claimed, and every
+//     device stores the same entries it would have computed. A write that
+//     does not cover whole blocks computes its own (its partial blocks
+//     depend on each device's old bytes).
+//   - Cost: the hot path allocates nothing (entry slices and the block read
+//     for a partial write are pooled); a read costs one CRC pass over the
+//     bytes just read, while they are in cache, and one cache lookup per
+//     request; a write one CRC pass and the cache update. Checksum pages
+//     are written only by Sync, or when dirty pages fill half the cache.
 //   - Concurrency: all methods may be called concurrently on any ranges.
 //     Writes, discards and re-verification of a block take a lock per 64
 //     KiB granule (striped); the page cache has one mutex. Lock order:

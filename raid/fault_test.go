@@ -54,11 +54,38 @@ func TestFaultTolerance(t *testing.T) {
 	t.Run("raid10/members=3/first=1", func(t *testing.T) { testFaults(t, stripe.RAID10, 3, 1) })
 }
 
+// TestFaultToleranceRAID6Pairs is TestFaultTolerance for RAID6 at every
+// pair of members, with 4 and 5 members: whatever the two lost members
+// hold in each row (data+data, data+P, data+Q, P+Q), reads and writes go
+// on, and a third loss fails the array cleanly.
+func TestFaultToleranceRAID6Pairs(t *testing.T) {
+	for _, n := range []int{4, 5} {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				t.Run(fmt.Sprintf("members=%d/pair=%d,%d", n, i, j), func(t *testing.T) {
+					t.Parallel()
+					testFaultSet(t, stripe.RAID6, n, func(g stripe.Geometry) []int {
+						require.True(t, g.Survives(1<<uint(i)|1<<uint(j)))
+						return []int{i, j}
+					}, int64(n*100+i*10+j))
+				})
+			}
+		}
+	}
+}
+
 func testFaults(t *testing.T, level stripe.Level, n, first int) {
+	testFaultSet(t, level, n, func(g stripe.Geometry) []int { return failureSets(g, first) }, int64(n*100+first))
+}
+
+// testFaultSet fails the members pick returns for the array's geometry
+// (the first only, for RAID0) one after the other, then one more; see
+// TestFaultTolerance.
+func testFaultSet(t *testing.T, level stripe.Level, n int, pick func(stripe.Geometry) []int, seed int64) {
 	const chunk = 16 << 10
 	r := newRig(n, memberSizeFor(chunk, 8))
 	a := createArray(t, r.devs, raid.CreateOptions{Name: "faults", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	rng := rand.New(rand.NewSource(int64(n*100 + first)))
+	rng := rand.New(rand.NewSource(seed))
 	want := make([]byte, a.Size())
 	rng.Read(want)
 	_, err := a.WriteAt(want, 0)
@@ -69,7 +96,8 @@ func testFaults(t *testing.T, level stripe.Level, n, first int) {
 		_, err := a.ReadAt(got, 0)
 		return got, err
 	}
-	set := failureSets(a.Geometry(), first)
+	set := pick(a.Geometry())
+	first := set[0]
 	if level == stripe.RAID0 {
 		set = nil
 	}

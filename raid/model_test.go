@@ -155,6 +155,9 @@ type model struct {
 	// scrub is the last scrub an opScrub started; it runs while the
 	// following operations write.
 	scrub *raid.Scrub
+	// failedOut: the run ended by failing the array beyond its tolerance
+	// (failBeyond), so there is nothing left to check at cleanup.
+	failedOut bool
 }
 
 const poolSize = 6 // spare devices beyond the initial members
@@ -317,6 +320,10 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, cache bool, 
 		m.inArray[k] = true
 	}
 	t.Cleanup(func() {
+		if m.failedOut {
+			_ = m.a.Close()
+			return
+		}
 		m.waitRecovery(-1)
 		st := m.a.Status()
 		checkAndClose(t, m.a)
@@ -348,6 +355,46 @@ func runModel(t *testing.T, level stripe.Level, n int, chunk int64, cache bool, 
 		cs := m.a.Status().Checksums
 		require.NotNil(t, cs)
 		assert.Zero(t, cs.Detected, "no block may fail its checksum without a fault that corrupts data")
+	}
+	if m.geo.Tolerance() > 0 && !t.Failed() {
+		checkArray(t, m.a)
+		m.failBeyond()
+	}
+}
+
+// failBeyond ends a run: the devices of active members start failing one at
+// a time, as many as the level tolerates on top of what is already missing
+// and then one more. Within the tolerance every byte still reads back as
+// the model says (the failures are noticed by the reads); beyond it a read
+// either returns the model's bytes (had it avoided the lost members) or
+// fails with ErrFailed, as do writes, and the array says it failed.
+func (m *model) failBeyond() {
+	t := m.t
+	for step := 0; ; step++ {
+		st := m.a.Status()
+		k, d := m.pickActive(st, 0)
+		require.GreaterOrEqual(t, k, 0, "failBeyond step %d: no active member left: %+v", step, st.Devices)
+		survives := m.geo.Survives(m.missingRoles(st) | 1<<uint(d.Role))
+		m.failing[k] = true
+		m.r.toggles[k].On()
+		t.Logf("failBeyond step %d: %s (role %d) starts failing; the array survives it: %v", step, d.Path, d.Role, survives)
+		got := make([]byte, len(m.data))
+		_, err := m.a.ReadAt(got, 0)
+		if survives {
+			require.NoError(t, err, "failBeyond step %d: read within the tolerance", step)
+			require.True(t, bytes.Equal(got, m.data), "failBeyond step %d: data differs within the tolerance", step)
+			continue
+		}
+		if err == nil {
+			require.True(t, bytes.Equal(got, m.data), "failBeyond: a read beyond the tolerance returned wrong data")
+			_, err = m.a.WriteAt(got[:4096], 0)
+		}
+		require.ErrorIs(t, err, raid.ErrFailed, "failBeyond: beyond the tolerance")
+		_, err = m.a.ReadAt(got[:4096], 0)
+		require.ErrorIs(t, err, raid.ErrFailed, "failBeyond: every later call fails")
+		assert.Equal(t, "failed", m.a.Status().State)
+		m.failedOut = true
+		return
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,16 +81,45 @@ func qemuIO(t *testing.T, uri string, cmds ...string) string {
 	return out
 }
 
+// clientCase is a shape for TestClients, with members left out: a
+// degraded array must serve the clients as a healthy one does.
+type clientCase struct {
+	levelCase
+	missing []int // roles whose member files are deleted before serving
+}
+
+func (c clientCase) String() string {
+	if len(c.missing) == 0 {
+		return c.levelCase.String()
+	}
+	return fmt.Sprintf("%s/missing=%d", c.levelCase, len(c.missing))
+}
+
 // TestClients drives every level with the real NBD clients: nbdinfo,
-// nbdcopy, qemu-img, qemu-io and fio's nbd engine.
+// nbdcopy, qemu-img, qemu-io and fio's nbd engine; RAID6 also degraded by
+// one member and by two.
 func TestClients(t *testing.T) {
 	t.Parallel()
 	requireBinary(t)
 	requireTool(t, "nbdinfo", "nbdcopy", "qemu-img", "qemu-io")
+	cases := []clientCase{}
 	for _, lc := range clientLevels {
+		cases = append(cases, clientCase{levelCase: lc})
+	}
+	cases = append(cases, clientCase{levelCase{"6", 5}, []int{2}}, clientCase{levelCase{"6", 5}, []int{0, 3}})
+	for _, lc := range cases {
 		t.Run(lc.String(), func(t *testing.T) {
 			t.Parallel()
 			arr := createArray(t, lc.level, lc.members, testChunk)
+			wantState := "clean"
+			for _, m := range lc.missing {
+				require.NoError(t, os.Remove(arr.members[m]))
+				wantState = "degraded"
+			}
+			arr.members = slices.DeleteFunc(arr.members, func(p string) bool {
+				_, err := os.Stat(p)
+				return err != nil
+			})
 			srv := serve(t, arr.members...)
 			uri := srv.uri(arr.name)
 			st := srv.status(t, arr.name)
@@ -97,7 +127,7 @@ func TestClients(t *testing.T) {
 			assert.Equal(t, "raid"+lc.level, normLevel(st.Level))
 			assert.Equal(t, int64(chunkBytes), st.Chunk)
 			assert.Equal(t, lc.members, st.Members)
-			assert.Equal(t, "clean", st.State, "a fresh array is clean before any write")
+			assert.Equal(t, wantState, st.State, "a fresh array is %s before any write", wantState)
 			data := t.TempDir()
 
 			t.Run("nbdinfo", func(t *testing.T) {
@@ -196,7 +226,8 @@ func TestClients(t *testing.T) {
 			})
 
 			st = srv.status(t, arr.name)
-			assert.False(t, st.Degraded || st.Failed, "state after the clients: %s", st.State)
+			assert.Equal(t, len(lc.missing) > 0, st.Degraded, "state after the clients: %s", st.State)
+			assert.False(t, st.Failed, "state after the clients: %s", st.State)
 			srv.stopOK(t)
 			assertClean(t, arr.members...)
 

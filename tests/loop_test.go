@@ -30,8 +30,9 @@ func attachLoop(t *testing.T, file string) string {
 	return dev
 }
 
-// TestLoopDevices builds a RAID5 on four loop devices (block-device members)
-// and round-trips data through nbdcopy.
+// TestLoopDevices builds a RAID5 on four loop devices and a RAID6 on five
+// (block-device members) and round-trips data through nbdcopy; the RAID6
+// also serves it with two of its loop devices left out.
 func TestLoopDevices(t *testing.T) {
 	t.Parallel()
 	requireBinary(t)
@@ -39,21 +40,32 @@ func TestLoopDevices(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loop devices need root")
 	}
+	for _, lc := range []levelCase{{"5", 4}, {"6", 5}} {
+		t.Run(lc.String(), func(t *testing.T) {
+			t.Parallel()
+			testLoopDevices(t, lc)
+		})
+	}
+}
+
+func testLoopDevices(t *testing.T, lc levelCase) {
+	name := "loop" + lc.level
 	dir := t.TempDir()
 	var devs []string
-	for i := range 4 {
+	for i := range lc.members {
 		f := filepath.Join(dir, fmt.Sprintf("loop%d.img", i))
 		require.NoError(t, os.WriteFile(f, nil, 0o600))
 		require.NoError(t, os.Truncate(f, 64<<20))
 		devs = append(devs, attachLoop(t, f))
 	}
-	out := mustRaidd(t, append([]string{"create", "--name", "loop5", "--level", "5", "--chunk", testChunk}, devs...)...)
+	out := mustRaidd(t, append([]string{"create", "--name", name, "--level", lc.level, "--chunk", testChunk}, devs...)...)
 	t.Logf("raidd create: %s", strings.TrimSpace(out))
 
 	srv := serve(t, devs...)
-	uri := srv.uri("loop5")
-	st := srv.status(t, "loop5")
+	uri := srv.uri(name)
+	st := srv.status(t, name)
 	assert.Equal(t, "clean", st.State)
+	assert.Equal(t, "raid"+lc.level, normLevel(st.Level))
 	paths := map[string]bool{}
 	for _, d := range st.Devices {
 		paths[d.Path] = true
@@ -72,7 +84,17 @@ func TestLoopDevices(t *testing.T) {
 
 	// The data is on the block devices: serve again and read it back.
 	srv = serve(t, devs...)
-	got, _ = readExport(t, srv.uri("loop5"), len(want))
+	got, _ = readExport(t, srv.uri(name), len(want))
 	assertSameBytes(t, want, got, "after restart")
 	srv.stopOK(t)
+
+	if lc.level == "6" {
+		// Two loop devices left out: read-only, reconstructed from P and Q.
+		srv = serve(t, "--read-only", devs[0], devs[2], devs[4])
+		fs := srv.status(t, name)
+		assert.Equal(t, "degraded", fs.State)
+		got, _ = readExport(t, srv.uri(name), len(want))
+		assertSameBytes(t, want, got, "with two loop devices left out")
+		srv.stopOK(t)
+	}
 }

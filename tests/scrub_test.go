@@ -51,7 +51,8 @@ func flipOnDisk(t testing.TB, member string, off int64, n int) {
 
 // TestScrubRepairsFlippedBytes: with the real binary and clients, bytes
 // flipped on disk in members of a RAID6 (data, P or Q: whatever the member
-// holds in that row) and of a RAID1 are found by `raidd check`, which
+// holds in that row), in RAID5 parity chunks and in a RAID1 are found by
+// `raidd check`, which
 // exits 1 and names the member and offset of each; `raidd check --repair`
 // rewrites them and exits 0; a second check is consistent, and the export
 // reads back what was written.
@@ -59,11 +60,24 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "nbdcopy")
 	const chunk = 64 << 10
+	type flip struct {
+		role int
+		off  int64
+		n    int
+	}
 	for _, c := range []struct {
-		level   string
-		n       int
-		located bool
-	}{{"6", 5, true}, {"1", 2, false}} {
+		level string
+		n     int
+		flips []flip
+		rule  string // how the report says the wrong chunk was chosen
+	}{
+		// Rows 3 and 10 of the last member; row 20 of the second.
+		{"6", 5, []flip{{4, 3*chunk + 100, 5}, {4, 10*chunk + 7, 1}, {1, 20*chunk + chunk - 16, 16}}, "located by the syndromes"},
+		{"1", 2, []flip{{1, 3*chunk + 100, 5}, {1, 10*chunk + 7, 1}, {1, 20*chunk + chunk - 16, 16}}, "first readable copy (role 0) wins"},
+		// Parity chunks: role 3 holds row r's parity when r%4 == 0, role 1
+		// when r%4 == 2 (left-symmetric).
+		{"5", 4, []flip{{3, 4*chunk + 100, 5}, {3, 8*chunk + 7, 1}, {1, 10*chunk + chunk - 16, 16}}, "RAID5 cannot tell which chunk is wrong"},
+	} {
 		t.Run("raid"+c.level, func(t *testing.T) {
 			arr := createArray(t, c.level, c.n, testChunk)
 			const known = 8 << 20
@@ -72,12 +86,7 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 			uri := srv.uri(arr.name)
 			mustRun(t, "nbdcopy", "--flush", src, uri)
 
-			// Rows 3 and 10 of the last member; row 20 of the second.
-			flips := []struct {
-				role int
-				off  int64
-				n    int
-			}{{c.n - 1, 3*chunk + 100, 5}, {c.n - 1, 10*chunk + 7, 1}, {1, 20*chunk + chunk - 16, 16}}
+			flips := c.flips
 			for _, f := range flips {
 				flipOnDisk(t, arr.members[f.role], f.off, f.n)
 			}
@@ -90,11 +99,7 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 				assert.Contains(t, out, fmt.Sprintf("row %d: role %d (", f.off/chunk, f.role))
 				assert.Contains(t, out, fmt.Sprintf("wrong from member offset %d", f.off))
 			}
-			if c.located {
-				assert.Contains(t, out, "located by the syndromes")
-			} else {
-				assert.Contains(t, out, "first readable copy (role 0) wins")
-			}
+			assert.Contains(t, out, c.rule)
 
 			out, errOut, code = raidd(t, "check", "--repair", "--control", srv.ctrl, arr.name)
 			require.Equal(t, 0, code, "a repair that fixed everything exits 0:\n%s%s", out, errOut)

@@ -95,7 +95,11 @@ var errNeedLock = errors.New("raid: read needs the stripe locks")
 // caller of the Array.
 var errBadRecord = errors.New("raid: journal: not a valid record")
 
-// errRetryRow is what Op.JournalRow returns when the row's record could
+// errLogVersion is wrapped by decodeLogHeader for a log header of a
+// format version this build does not know (written by a newer raidd).
+var errLogVersion = errors.New("raid: journal: unknown log format version")
+
+// errRetryRow is what Op.LogRow returns when the row's record could
 // not be written (a log member failed, or a log is full): the Layout plans
 // the row again. It never reaches a caller of the Array.
 var errRetryRow = errors.New("raid: journal: plan the row again")

@@ -224,8 +224,16 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	return a.finishWrite(op, err)
 }
 
-// syncTouched makes the members op wrote durable (FUA).
+// syncTouched makes the members op wrote durable (FUA). With a write-hole
+// log it syncs every member, as Sync does: a byte of a parity row is
+// durable only when the other data of its row is (its member may be the
+// one missing after a crash), and the log's rows then forget the spans
+// they keep.
 func (a *Array) syncTouched(op *Op) {
+	if a.journal != nil {
+		a.journal.syncMembers(op)
+		return
+	}
 	for m := 0; m < a.geo.Members(); m++ {
 		if op.touched&(1<<uint(m)) != 0 && op.Writable(m) {
 			op.queue(ioSync, m, nil, 0, 0)
@@ -284,12 +292,16 @@ func (a *Array) Sync() error {
 	if op.v.failed {
 		return ErrFailed
 	}
-	for m, d := range op.v.devs {
-		if d != nil && op.Writable(m) {
-			op.queue(ioSync, m, nil, 0, 0)
+	if a.journal != nil {
+		a.journal.syncMembers(op) // and forgets the spans rows keep
+	} else {
+		for m, d := range op.v.devs {
+			if d != nil && op.Writable(m) {
+				op.queue(ioSync, m, nil, 0, 0)
+			}
 		}
+		op.Run()
 	}
-	op.Run()
 	if op.failed != 0 {
 		a.handleFailures(op)
 		if !a.redundant() {

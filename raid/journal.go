@@ -10,54 +10,94 @@ import (
 	"sync/atomic"
 
 	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
 )
 
-// The write-hole journal of a parity array (consistency policy "journal").
+// The write-hole log of a parity array (consistency policy "journal"): a
+// partial parity log, in the style of md's PPL.
 //
 // Every member holds a log area (superblock LogOffset, LogLength): a header
-// block naming the array and the log's epoch, then records appended one
-// after another. Before a partial-stripe row write touches data or parity,
-// the exact member writes it is about to make (the new data of the chunks
-// it writes and the new P, and Q on RAID6) go into one record, appended to
-// the log of the row's parity member (and of its Q member) and synced. A
-// crash can then tear the row's data and parity writes, but assembly
-// replays the record and the row holds the new bytes on every member, the
-// missing one included, since its chunk is what the replayed parity says.
-// Full-stripe rows write no record: every data byte and the parity of the
-// range they write is new, so no byte they did not write depends on them.
+// block naming the array, the log's epoch and its format version, then
+// records appended one after another. Before a row write that could open
+// the write hole touches data or parity, a record is appended to the log of
+// the row's parity member (and of its Q member) and synced. It holds the
+// row's partial parity over the parity range [lo, hi) the write changes:
+// P' = the XOR of the row's data bytes in that range that the write does
+// not write, and on RAID6 Q' = their sum weighted by Q's coefficients; and
+// the list W of data bytes it treats as written (the write's own ranges,
+// and those of earlier writes to the row that are not yet durable: see
+// below). Replay sets P = P' + the current data of W (and Q likewise),
+// which is right whatever mix of old and new bytes the crash left in W, so
+// every byte outside W, on every member, the missing ones included, reads
+// the value it had. No data is logged and no data is replayed.
 //
-// Records stay valid until a checkpoint: every member is synced (so every
-// write a record describes is durable) and a new epoch is written to every
-// log header, which makes the old records stale. A checkpoint runs when a
-// log is full and when the member set changes. Within an epoch, every write
-// to a row that has a record is recorded too (full-stripe or not), and a
-// whole-row discard of such rows checkpoints first, so replaying the
-// epoch's records in order always ends at the row's latest contents.
+// P' is computed from what the write has anyway: the new parity minus the
+// written data (P' = P_new + sum over W of the current bytes).
+//
+// W must hold every byte of the range whose current value may not be on
+// disk: a byte written by an earlier write that neither a FLUSH (Sync) nor
+// FUA has made durable since. Each row with a record in the epoch keeps
+// the spans its records wrote (rowEntry); a Sync drops them all once every
+// member is synced (it holds the journal lock exclusively while the
+// members sync, so that no record is built meanwhile), and a FUA write
+// drops its own once its members are synced.
+//
+// A row write needs no record when it cannot open a hole:
+//   - no parity member is written (RAID5 with its parity missing);
+//   - W covers every data byte of [lo, hi) (full-stripe writes, and rows
+//     completed by this write): every byte whose value the parity carries
+//     is then being written, and none of them is durable yet;
+//   - the array already misses as many members as it tolerates, and every
+//     missing data member's bytes of [lo, hi) are in W: no other member can
+//     go missing, and those bytes are being written.
+// Except: a row that has a record in the epoch records every later write
+// (full-stripe or not), so that replay, which applies the epoch's records
+// in order, never ends on a record whose partial parity is stale.
+//
+// Records stay valid until a checkpoint: every member is synced and a new
+// epoch is written to every log header, which makes the older records
+// stale. A checkpoint runs when a log is full, when a row has kept too many
+// spans, and when the member set changes; a whole-row discard of a row
+// with a record checkpoints first.
 
 // Sizes of the log area's pieces. Records are padded to recAlign bytes.
 const (
 	logHeaderSize = 4096
 	recAlign      = 512
-	recHeaderSize = 48
-	recDescSize   = 24
+	pplHeaderSize = 64
+	pplSpanSize   = 16
+	// maxRowSpans bounds the spans a row keeps between Syncs; past it, the
+	// next row write checkpoints.
+	maxRowSpans = 32
 )
 
-// Kinds of record pieces.
+// Log format versions, in the log header: version 1 (bytes 36..44 zero)
+// is the redo log of journal_v1.go; version 2 the partial parity log.
 const (
-	pieceData   = 1 // bytes to write
-	pieceZeroes = 2 // a range to discard (read as zeroes)
+	logV1 = 1
+	logV2 = 2
 )
 
 const (
 	logMagic = "RAIDDJH\x00"
-	recMagic = "RAIDDJR\x00"
+	pplMagic = "RAIDDPP\x00"
 )
+
+// Flags of a partial parity record: which partial parities it holds.
+const (
+	pplHasP = 1 << 0
+	pplHasQ = 1 << 1
+)
+
+// noRole marks an absent Q member in a record.
+const noRole = 0xff
 
 // JournalLength returns the log area length for a parity array of n
 // members with the given chunk: room for two records of the largest row
-// write (every member's chunk, cut into pieces at every 4 KiB zero-block
-// boundary) after the header, at least 1 MiB, rounded up to
-// superblock.Align.
+// write of the first log format (every member's chunk, cut into pieces at
+// every 4 KiB zero-block boundary) after the header, at least 1 MiB,
+// rounded up to superblock.Align. (The partial parity log's records are
+// smaller: two partial parities of a chunk at most.)
 func JournalLength(n int, chunk int64) int64 {
 	return roundUp(max(logHeaderSize+2*maxRecord(n, chunk), 1<<20), superblock.Align)
 }
@@ -66,179 +106,231 @@ func maxRecord(n int, chunk int64) int64 {
 	return roundUp(recHeaderSize+int64(n)*(chunk+(chunk/elideMin+2)*recDescSize), recAlign)
 }
 
+// maxPPL is the largest partial parity record of a chunk.
+func maxPPL(chunk int64) int64 {
+	return roundUp(pplHeaderSize+(maxRowSpans+2*superblock.MaxMembers)*pplSpanSize+2*chunk, recAlign)
+}
+
 func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
-
-// piece is one member write of a record: data bytes or zeroes at a
-// data-region offset of the member in role.
-type piece struct {
-	role int
-	kind uint8
-	off  int64
-	n    int64
-	data []byte // kind == pieceData: n bytes
-}
-
-// record is a decoded log record.
-type record struct {
-	epoch, seq uint64
-	row        int64
-	pieces     []piece
-}
-
-// appendRecord appends the encoding of a record to dst and returns it,
-// unpadded. Layout (little-endian):
-//
-//	0   8  magic "RAIDDJR\x00"
-//	8   8  epoch
-//	16  8  seq: the record's place in the array-wide order
-//	24  8  row (for messages)
-//	32  4  piece count
-//	36  4  CRC32C of the whole record, this field taken as zero
-//	40  8  length: header, descriptors and payload
-//	48     descriptors, 24 bytes each: role u8, kind u8, 6 zero bytes,
-//	       data-region offset u64, length u64
-//	...    payload: the data pieces' bytes, in order
-func appendRecord(dst []byte, epoch, seq uint64, row int64, pieces []piece) []byte {
-	dst = appendRecordHead(dst, epoch, seq, row, pieces)
-	for _, p := range pieces {
-		if p.kind == pieceData {
-			dst = append(dst, p.data...)
-		}
-	}
-	return dst
-}
-
-// appendRecordHead appends the header and descriptors of the record of
-// appendRecord, whose payload (the data pieces, in order) the caller
-// writes after them; the CRC covers the payload too.
-func appendRecordHead(dst []byte, epoch, seq uint64, row int64, pieces []piece) []byte {
-	start := len(dst)
-	length := int64(recHeaderSize + recDescSize*len(pieces))
-	for _, p := range pieces {
-		if p.kind == pieceData {
-			length += p.n
-		}
-	}
-	dst = append(dst, recMagic...)
-	dst = le.AppendUint64(dst, epoch)
-	dst = le.AppendUint64(dst, seq)
-	dst = le.AppendUint64(dst, uint64(row))
-	dst = le.AppendUint32(dst, uint32(len(pieces)))
-	dst = le.AppendUint32(dst, 0)
-	dst = le.AppendUint64(dst, uint64(length))
-	for _, p := range pieces {
-		dst = append(dst, byte(p.role), p.kind, 0, 0, 0, 0, 0, 0)
-		dst = le.AppendUint64(dst, uint64(p.off))
-		dst = le.AppendUint64(dst, uint64(p.n))
-	}
-	crc := crc32.Update(0, castagnoli, dst[start:])
-	for _, p := range pieces {
-		if p.kind == pieceData {
-			crc = crc32.Update(crc, castagnoli, p.data)
-		}
-	}
-	le.PutUint32(dst[start+36:], crc)
-	return dst
-}
 
 var (
 	le         = binary.LittleEndian
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 )
 
-// recordLength returns the unpadded length a record header at the start
-// of b announces, or an error wrapping errBadRecord when b does not start
-// with a record header of the given epoch. It needs recHeaderSize bytes.
-func recordLength(b []byte, epoch uint64, limit int64) (int64, error) {
-	if len(b) < recHeaderSize || string(b[:8]) != recMagic {
+// Span is the range [A, B) (chunk-relative) of data index Index of a row.
+type Span struct {
+	Index int
+	A, B  int64
+}
+
+// pplRecord is a decoded partial parity record. Layout (little-endian):
+//
+//	0   8  magic "RAIDDPP\x00"
+//	8   8  epoch
+//	16  8  seq: the record's place in the array-wide order
+//	24  8  row
+//	32  4  span count
+//	36  4  CRC32C of the whole record, this field taken as zero
+//	40  8  length: header, spans and payload
+//	48  4  lo: start of the parity range, chunk-relative
+//	52  4  hi: its end
+//	56  1  P member
+//	57  1  Q member (0xff: none, RAID5)
+//	58  1  flags: 1 the payload holds P', 2 it holds Q'
+//	59  5  zero
+//	64     spans, 16 bytes each: data index u8, member u8, 6 zero bytes,
+//	       a u32, b u32 (chunk-relative, lo <= a < b <= hi)
+//	...    payload: P' (hi-lo bytes) when flag 1, then Q' when flag 2
+type pplRecord struct {
+	epoch, seq uint64
+	row        int64
+	lo, hi     int64
+	pm, qm     int // qm == noRole: none
+	flags      uint8
+	spans      []pplSpan
+	pp, pq     []byte
+}
+
+type pplSpan struct {
+	index, role int
+	a, b        int64
+}
+
+// appendPPLHead appends the header and spans of a partial parity record
+// whose payload (pp, then pq, each nil when absent) the caller writes after
+// them; the CRC covers the payload too.
+func appendPPLHead(dst []byte, r *pplRecord) []byte {
+	start := len(dst)
+	length := int64(pplHeaderSize+pplSpanSize*len(r.spans)) + int64(len(r.pp)+len(r.pq))
+	dst = append(dst, pplMagic...)
+	dst = le.AppendUint64(dst, r.epoch)
+	dst = le.AppendUint64(dst, r.seq)
+	dst = le.AppendUint64(dst, uint64(r.row))
+	dst = le.AppendUint32(dst, uint32(len(r.spans)))
+	dst = le.AppendUint32(dst, 0)
+	dst = le.AppendUint64(dst, uint64(length))
+	dst = le.AppendUint32(dst, uint32(r.lo))
+	dst = le.AppendUint32(dst, uint32(r.hi))
+	dst = append(dst, byte(r.pm), byte(r.qm), r.flags, 0, 0, 0, 0, 0)
+	for _, s := range r.spans {
+		dst = append(dst, byte(s.index), byte(s.role), 0, 0, 0, 0, 0, 0)
+		dst = le.AppendUint32(dst, uint32(s.a))
+		dst = le.AppendUint32(dst, uint32(s.b))
+	}
+	crc := crc32.Update(0, castagnoli, dst[start:])
+	crc = crc32.Update(crc, castagnoli, r.pp)
+	crc = crc32.Update(crc, castagnoli, r.pq)
+	le.PutUint32(dst[start+36:], crc)
+	return dst
+}
+
+// appendPPL appends the whole encoding of r, unpadded.
+func appendPPL(dst []byte, r *pplRecord) []byte {
+	dst = appendPPLHead(dst, r)
+	dst = append(dst, r.pp...)
+	return append(dst, r.pq...)
+}
+
+// pplLength returns the unpadded length a partial parity record header at
+// the start of b announces, or an error wrapping errBadRecord when b does
+// not start with a record header of the given epoch.
+func pplLength(b []byte, epoch uint64, limit int64) (int64, error) {
+	if len(b) < pplHeaderSize || string(b[:8]) != pplMagic {
 		return 0, fmt.Errorf("%w: no record magic", errBadRecord)
 	}
 	if e := le.Uint64(b[8:]); e != epoch {
 		return 0, fmt.Errorf("%w: epoch %d, the log's is %d", errBadRecord, e, epoch)
 	}
 	n := le.Uint64(b[40:])
-	if n < recHeaderSize || n > uint64(limit) {
-		return 0, fmt.Errorf("%w: length %d outside [%d, %d]", errBadRecord, n, recHeaderSize, limit)
+	if n < pplHeaderSize || n > uint64(limit) {
+		return 0, fmt.Errorf("%w: length %d outside [%d, %d]", errBadRecord, n, pplHeaderSize, limit)
 	}
 	return int64(n), nil
 }
 
-// decodeRecord parses the record that fills b exactly (as recordLength
-// announced it) and checks its checksum, piece kinds, roles (below
-// members) and lengths. The data pieces alias b. Errors wrap errBadRecord.
-func decodeRecord(b []byte, epoch uint64, members int) (record, error) {
-	n, err := recordLength(b, epoch, int64(len(b)))
+// decodePPL parses the partial parity record that fills b exactly and
+// checks its checksum and its internal consistency (members below members,
+// spans inside [lo, hi), lengths). The partial parities alias b. Whether
+// its members fit the row's geometry is the replay's check. Errors wrap
+// errBadRecord.
+func decodePPL(b []byte, epoch uint64, members int) (pplRecord, error) {
+	n, err := pplLength(b, epoch, int64(len(b)))
 	if err != nil {
-		return record{}, err
+		return pplRecord{}, err
 	}
 	if n != int64(len(b)) {
-		return record{}, fmt.Errorf("%w: length %d, buffer %d", errBadRecord, n, len(b))
+		return pplRecord{}, fmt.Errorf("%w: length %d, buffer %d", errBadRecord, n, len(b))
 	}
 	want := le.Uint32(b[36:])
 	crc := crc32.Update(0, castagnoli, b[:36])
 	crc = crc32.Update(crc, castagnoli, []byte{0, 0, 0, 0})
 	crc = crc32.Update(crc, castagnoli, b[40:])
 	if crc != want {
-		return record{}, fmt.Errorf("%w: checksum %#08x, computed %#08x", errBadRecord, want, crc)
+		return pplRecord{}, fmt.Errorf("%w: checksum %#08x, computed %#08x", errBadRecord, want, crc)
 	}
-	r := record{epoch: epoch, seq: le.Uint64(b[16:]), row: int64(le.Uint64(b[24:]))}
+	r := pplRecord{
+		epoch: epoch, seq: le.Uint64(b[16:]), row: int64(le.Uint64(b[24:])),
+		lo: int64(le.Uint32(b[48:])), hi: int64(le.Uint32(b[52:])),
+		pm: int(b[56]), qm: int(b[57]), flags: b[58],
+	}
+	switch {
+	case r.row < 0:
+		return pplRecord{}, fmt.Errorf("%w: row %d", errBadRecord, r.row)
+	case r.lo >= r.hi:
+		return pplRecord{}, fmt.Errorf("%w: parity range [%d, %d)", errBadRecord, r.lo, r.hi)
+	case r.pm >= members || (r.qm >= members && r.qm != noRole) || r.pm == r.qm:
+		return pplRecord{}, fmt.Errorf("%w: parity members %d and %d of %d", errBadRecord, r.pm, r.qm, members)
+	case r.flags&^(pplHasP|pplHasQ) != 0 || r.flags == 0 || (r.flags&pplHasQ != 0 && r.qm == noRole):
+		return pplRecord{}, fmt.Errorf("%w: flags %#x", errBadRecord, r.flags)
+	case string(b[59:64]) != "\x00\x00\x00\x00\x00":
+		return pplRecord{}, fmt.Errorf("%w: non-zero header padding", errBadRecord)
+	}
 	count := uint64(le.Uint32(b[32:]))
-	if count > uint64(len(b)-recHeaderSize)/recDescSize {
-		return record{}, fmt.Errorf("%w: %d pieces do not fit in %d bytes", errBadRecord, count, len(b))
+	if count > uint64(len(b)-pplHeaderSize)/pplSpanSize {
+		return pplRecord{}, fmt.Errorf("%w: %d spans do not fit in %d bytes", errBadRecord, count, len(b))
 	}
-	payload := b[recHeaderSize+int(count)*recDescSize:]
-	r.pieces = make([]piece, count)
-	for i := range r.pieces {
-		d := b[recHeaderSize+i*recDescSize:]
-		p := piece{role: int(d[0]), kind: d[1], off: int64(le.Uint64(d[8:])), n: int64(le.Uint64(d[16:]))}
+	payload := b[pplHeaderSize+int(count)*pplSpanSize:]
+	r.spans = make([]pplSpan, count)
+	for i := range r.spans {
+		d := b[pplHeaderSize+i*pplSpanSize:]
+		s := pplSpan{index: int(d[0]), role: int(d[1]), a: int64(le.Uint32(d[8:])), b: int64(le.Uint32(d[12:]))}
 		switch {
-		case p.role >= members:
-			return record{}, fmt.Errorf("%w: piece %d names role %d of %d", errBadRecord, i, p.role, members)
-		case p.kind != pieceData && p.kind != pieceZeroes:
-			return record{}, fmt.Errorf("%w: piece %d has kind %d", errBadRecord, i, p.kind)
+		case s.role >= members || s.index >= members || s.role == r.pm || s.role == r.qm:
+			return pplRecord{}, fmt.Errorf("%w: span %d names data index %d on member %d", errBadRecord, i, s.index, s.role)
 		case string(d[2:8]) != "\x00\x00\x00\x00\x00\x00":
-			return record{}, fmt.Errorf("%w: piece %d has non-zero padding", errBadRecord, i)
-		case p.off < 0 || p.n <= 0 || p.n > 1<<40 || p.off > 1<<62:
-			return record{}, fmt.Errorf("%w: piece %d covers [%d, +%d)", errBadRecord, i, p.off, p.n)
+			return pplRecord{}, fmt.Errorf("%w: span %d has non-zero padding", errBadRecord, i)
+		case s.a < r.lo || s.a >= s.b || s.b > r.hi:
+			return pplRecord{}, fmt.Errorf("%w: span %d covers [%d, %d) outside [%d, %d)", errBadRecord, i, s.a, s.b, r.lo, r.hi)
 		}
-		if p.kind == pieceData {
-			if p.n > int64(len(payload)) {
-				return record{}, fmt.Errorf("%w: piece %d needs %d payload bytes, %d left", errBadRecord, i, p.n, len(payload))
-			}
-			p.data, payload = payload[:p.n:p.n], payload[p.n:]
+		r.spans[i] = s
+	}
+	width := r.hi - r.lo
+	for _, f := range []uint8{pplHasP, pplHasQ} {
+		if r.flags&f == 0 {
+			continue
 		}
-		r.pieces[i] = p
+		if int64(len(payload)) < width {
+			return pplRecord{}, fmt.Errorf("%w: partial parity of %d bytes, %d left", errBadRecord, width, len(payload))
+		}
+		if f == pplHasP {
+			r.pp = payload[:width:width]
+		} else {
+			r.pq = payload[:width:width]
+		}
+		payload = payload[width:]
 	}
 	if len(payload) != 0 {
-		return record{}, fmt.Errorf("%w: %d payload bytes left over", errBadRecord, len(payload))
+		return pplRecord{}, fmt.Errorf("%w: %d payload bytes left over", errBadRecord, len(payload))
 	}
 	return r, nil
 }
 
-// encodeLogHeader returns the header block of a log: magic, array UUID,
-// epoch and a CRC32C of the first 32 bytes; the rest is zero.
+// encodeLogHeader returns the header block of a log of format version 2:
+// magic, array UUID, epoch, a CRC32C of the first 32 bytes (what version 1
+// checks), the version and a CRC32C of the first 40 bytes; the rest is zero.
 func encodeLogHeader(uuid [16]byte, epoch uint64) []byte {
 	b := make([]byte, logHeaderSize)
 	copy(b, logMagic)
 	copy(b[8:], uuid[:])
 	le.PutUint64(b[24:], epoch)
 	le.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	le.PutUint32(b[36:], logV2)
+	le.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
 	return b
 }
 
-// decodeLogHeader returns the epoch of a log header block of the array
-// uuid, or an error wrapping errBadRecord.
-func decodeLogHeader(b []byte, uuid [16]byte) (uint64, error) {
-	if len(b) < 36 || string(b[:8]) != logMagic {
-		return 0, fmt.Errorf("%w: no log header", errBadRecord)
+// decodeLogHeader returns the epoch and format version of a log header
+// block of the array uuid, or an error wrapping errBadRecord (not a header
+// of this array) or errLogVersion (a format this build does not know).
+func decodeLogHeader(b []byte, uuid [16]byte) (epoch uint64, version int, err error) {
+	if len(b) < 44 || string(b[:8]) != logMagic {
+		return 0, 0, fmt.Errorf("%w: no log header", errBadRecord)
 	}
 	if crc32.Checksum(b[:32], castagnoli) != le.Uint32(b[32:]) {
-		return 0, fmt.Errorf("%w: log header checksum", errBadRecord)
+		return 0, 0, fmt.Errorf("%w: log header checksum", errBadRecord)
 	}
 	if [16]byte(b[8:24]) != uuid {
-		return 0, fmt.Errorf("%w: log of another array", errBadRecord)
+		return 0, 0, fmt.Errorf("%w: log of another array", errBadRecord)
 	}
-	return le.Uint64(b[24:]), nil
+	epoch = le.Uint64(b[24:])
+	v := le.Uint32(b[36:])
+	if v == 0 && le.Uint32(b[40:]) == 0 {
+		return epoch, logV1, nil
+	}
+	if crc32.Checksum(b[:40], castagnoli) != le.Uint32(b[40:]) {
+		return 0, 0, fmt.Errorf("%w: log header version checksum", errBadRecord)
+	}
+	if v != logV2 {
+		return 0, 0, fmt.Errorf("%w: version %d (this build knows 1 and 2)", errLogVersion, v)
+	}
+	return epoch, logV2, nil
+}
+
+// rowEntry is what a row with a record in the current epoch keeps: the
+// spans its records wrote that no Sync or FUA has made durable since.
+type rowEntry struct {
+	spans []Span
 }
 
 // journal is the runtime side of the log areas of one array.
@@ -250,8 +342,8 @@ type journal struct {
 	maxRec int64
 
 	// mu is held shared by a row write from BeginRow to EndRow and
-	// exclusively by a checkpoint. epoch, view and the tails change only
-	// under it exclusively.
+	// exclusively by a checkpoint and by Sync while the members sync.
+	// epoch, view and the tails change only under it exclusively.
 	mu    sync.RWMutex
 	epoch uint64
 	view  *View // the member set the epoch started with
@@ -270,7 +362,8 @@ type journal struct {
 	}
 
 	rowsMu sync.Mutex
-	rows   map[int64]struct{} // rows with a record in this epoch
+	rows   map[int64]*rowEntry // rows with a record in this epoch
+	free   []*rowEntry
 	nrows  atomic.Int64
 
 	bufs sync.Pool
@@ -282,22 +375,11 @@ type journal struct {
 func newJournal(a *Array, meta *superblock.Meta) *journal {
 	j := &journal{
 		a: a, off: int64(meta.LogOffset), cap: int64(meta.LogLength) - logHeaderSize, uuid: meta.ArrayUUID,
-		maxRec: maxRecord(a.geo.Members(), a.geo.Chunk()),
-		rows:   map[int64]struct{}{},
+		maxRec: maxPPL(a.geo.Chunk()),
+		rows:   map[int64]*rowEntry{},
 	}
 	j.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return j
-}
-
-// inEpoch reports whether row has a record in the current epoch.
-func (j *journal) inEpoch(row int64) bool {
-	if j.nrows.Load() == 0 {
-		return false
-	}
-	j.rowsMu.Lock()
-	_, ok := j.rows[row]
-	j.rowsMu.Unlock()
-	return ok
 }
 
 // anyInEpoch reports whether a row of [lo, hi) has a record in the current epoch.
@@ -324,9 +406,10 @@ func (j *journal) anyInEpoch(lo, hi int64) bool {
 }
 
 // BeginRow starts the write of one row by a parity Layout: it must be
-// paired with EndRow, and the row's member writes queued between them are
-// the ones JournalRow records. It may first run a checkpoint (a log is full
-// or the member set changed). Without a journal it does nothing.
+// paired with EndRow, and the row's log record, if it needs one, is
+// written between them (PlanRowLog, LogRow). It may first run a checkpoint
+// (a log is full or the member set changed). Without a journal it does
+// nothing.
 func (op *Op) BeginRow() { op.beginRow(-1, -1) }
 
 // BeginDiscard is BeginRow for a discard of the whole rows [lo, hi): when
@@ -368,62 +451,199 @@ func (op *Op) EndRow() {
 	op.a.journal.mu.RUnlock()
 }
 
-// JournalRow is called by a parity Layout between BeginRow and EndRow,
-// once it has queued every member write of the row and before it runs
-// them. partial says whether the write leaves some data of its range
-// unwritten (not every data chunk covers [Lo, Hi)); logs are the row's
-// parity members. A partial row, or any row that already has a record in
-// this epoch, is recorded: the queued writes are appended to the log of
-// every writable member in logs and synced. Without a journal, or with no
-// writable parity member (no parity, no hole), it records nothing.
-//
-// It returns nil when the Layout may run its writes, and errRetryRow
-// otherwise: a log member failed (it is recorded on the op) or a log is
-// full. The queued writes of the row are then dropped and the
-// Layout must plan the row again, after EndRow and BeginRow.
-func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
+// RowLog is the write-hole log's plan for one parity row write, made by
+// Op.PlanRowLog before the Layout reads anything.
+type RowLog struct {
+	// Need says the row needs a record: once the Layout has the row's new
+	// parity, it sets P (and Q) to the partial parity and calls Op.LogRow.
+	Need bool
+	// Extra says W holds bytes the write does not write (earlier writes'
+	// that are not durable yet): the Layout must know their current value,
+	// so it reads the whole range (reconstruct-write).
+	Extra bool
+	// W is the data the record treats as written: per data index, sorted,
+	// disjoint spans inside [Lo, Hi).
+	W []Span
+	// P and Q are Hi-Lo bytes of scratch for the partial parities, nil
+	// when that parity is not logged (its member is not written).
+	P, Q []byte
+
+	row, lo, hi int64
+	pm, qm      int
+}
+
+// PlanRowLog plans the log record of the write of row's data spans own
+// (chunk-relative, sorted by data index, at most one per index) whose
+// parity range is [lo, hi). It is called between BeginRow and EndRow,
+// before the Layout plans its reads. The returned RowLog is the op's and
+// valid until the next call.
+func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
+	rl := &op.rowLog
+	*rl = RowLog{W: rl.W[:0], row: row, lo: lo, hi: hi, pm: -1, qm: -1}
 	j := op.a.journal
 	if j == nil || !op.inRow {
+		return rl
+	}
+	geo := op.geo
+	rl.pm = geo.ParityMember(row)
+	if geo.Level() == stripe.RAID6 {
+		rl.qm = geo.QMember(row)
+	}
+	logP := op.Writable(rl.pm)
+	logQ := rl.qm >= 0 && op.Writable(rl.qm)
+	if !logP && !logQ {
+		return rl // no parity is written: no hole
+	}
+	// W: own, and the spans of earlier writes still kept by the row.
+	w := append(rl.W, own...)
+	inEpoch := false
+	if j.nrows.Load() != 0 {
+		j.rowsMu.Lock()
+		if e := j.rows[row]; e != nil {
+			inEpoch = true
+			for _, s := range e.spans {
+				// Spans inside the write's own add nothing (and W's spans
+				// must not overlap: P' would count their bytes twice).
+				if a, b := max(s.A, lo), min(s.B, hi); a < b && !within(own, s.Index, a, b) {
+					rl.Extra = true
+					w = append(w, Span{s.Index, a, b})
+				}
+			}
+		}
+		j.rowsMu.Unlock()
+	}
+	if rl.Extra {
+		w = mergeSpans(w)
+	}
+	rl.W = w
+	// A missing member, or one being rebuilt, holds what the parity says.
+	missing := 0
+	for m := range geo.Members() {
+		if op.v.readable&^op.failed&(1<<uint(m)) == 0 {
+			missing++
+		}
+	}
+	dk := geo.DataMembers()
+	switch {
+	case inEpoch:
+		rl.Need = true
+	case missing < geo.Tolerance():
+		for i := range dk {
+			if !covers(w, i, lo, hi) {
+				rl.Need = true
+				break
+			}
+		}
+	default:
+		for i := range dk {
+			m := geo.DataMember(row, i)
+			if op.v.readable&^op.failed&(1<<uint(m)) == 0 && !covers(w, i, lo, hi) {
+				rl.Need = true
+				break
+			}
+		}
+	}
+	if rl.Need {
+		if logP {
+			rl.P = op.Buf(hi - lo)
+		}
+		if logQ {
+			rl.Q = op.Buf(hi - lo)
+		}
+	}
+	return rl
+}
+
+// within reports whether [a, b) of data index i lies inside one of spans.
+func within(spans []Span, i int, a, b int64) bool {
+	for _, s := range spans {
+		if s.Index == i && s.A <= a && b <= s.B {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether spans (sorted, disjoint per index) cover [lo, hi)
+// of data index i.
+func covers(spans []Span, i int, lo, hi int64) bool {
+	at := lo
+	for _, s := range spans {
+		if s.Index == i && s.A <= at && s.B > at {
+			at = s.B
+		}
+	}
+	return at >= hi
+}
+
+// mergeSpans sorts spans by index and start and merges those that touch.
+func mergeSpans(w []Span) []Span {
+	slices.SortFunc(w, func(x, y Span) int {
+		if x.Index != y.Index {
+			return x.Index - y.Index
+		}
+		return cmpSeq(uint64(x.A), uint64(y.A))
+	})
+	k := 0
+	for _, s := range w {
+		if k > 0 && w[k-1].Index == s.Index && s.A <= w[k-1].B {
+			w[k-1].B = max(w[k-1].B, s.B)
+			continue
+		}
+		w[k] = s
+		k++
+	}
+	return w[:k]
+}
+
+// LogRow appends the record rl plans (rl.Need, with rl.P and rl.Q holding
+// the partial parities) to the log of every writable parity member of the
+// row and syncs them. It is called between BeginRow and EndRow, once the
+// Layout has queued every member write of the row and before it runs
+// them; those writes then run at EndRow at the latest. It returns nil when
+// the Layout may run its writes, and errRetryRow otherwise: a log member
+// failed (it is recorded on the op) or a log is full. The queued writes of
+// the row are then dropped and the Layout must plan the row again, after
+// EndRow and BeginRow.
+func (op *Op) LogRow(rl *RowLog) error {
+	j := op.a.journal
+	if j == nil || !op.inRow || !rl.Need {
 		return nil
 	}
-	if !partial && !j.inEpoch(row) {
-		return nil
+	rec := pplRecord{epoch: j.epoch, seq: j.seq.Add(1), row: rl.row, lo: rl.lo, hi: rl.hi, pm: rl.pm, qm: noRole, pp: rl.P, pq: rl.Q}
+	if rl.qm >= 0 {
+		rec.qm = rl.qm
 	}
+	if rl.P != nil {
+		rec.flags |= pplHasP
+	}
+	if rl.Q != nil {
+		rec.flags |= pplHasQ
+	}
+	spans := op.pplSpans[:0]
+	for _, s := range rl.W {
+		spans = append(spans, pplSpan{index: s.Index, role: op.geo.DataMember(rl.row, s.Index), a: s.A, b: s.B})
+	}
+	rec.spans = spans
 	var lm [2]int
 	k := 0
-	for _, m := range logs {
-		if op.Writable(m) && k < len(lm) {
+	for _, m := range [2]int{rl.pm, rl.qm} {
+		if m >= 0 && op.Writable(m) {
 			lm[k] = m
 			k++
 		}
 	}
-	if k == 0 {
-		return nil
-	}
-	pieces := op.pieces[:0]
-	for i := op.rowMark; i < len(op.batch); i++ {
-		r := &op.batch[i]
-		if r.repl {
-			continue
-		}
-		switch r.kind {
-		case ioWrite:
-			pieces = append(pieces, piece{role: r.m, kind: pieceData, off: r.off - op.v.dataOff, n: r.n, data: r.p})
-		case ioDiscard:
-			pieces = append(pieces, piece{role: r.m, kind: pieceZeroes, off: r.off - op.v.dataOff, n: r.n})
-		}
-	}
-	// The record is written as one vector: its head, the data pieces
-	// where they are, and zero padding.
+	// The record is written as one vector: its head, the partial
+	// parities where they are, and zero padding.
 	bp := j.bufs.Get().(*[]byte)
-	head := appendRecordHead((*bp)[:0], j.epoch, j.seq.Add(1), row, pieces)
+	head := appendPPLHead((*bp)[:0], &rec)
 	*bp = head[:0]
 	vec := append(op.recVec[:0], head)
 	length := int64(len(head))
-	for _, p := range pieces {
-		if p.kind == pieceData {
-			vec = append(vec, p.data)
-			length += p.n
+	for _, b := range [2][]byte{rl.P, rl.Q} {
+		if b != nil {
+			vec = append(vec, b)
+			length += int64(len(b))
 		}
 	}
 	size := roundUp(length, recAlign)
@@ -434,20 +654,59 @@ func (op *Op) JournalRow(row int64, partial bool, logs ...int) error {
 	j.bufs.Put(bp)
 	clear(vec)
 	op.recVec = vec[:0]
-	clear(pieces)
-	op.pieces = pieces[:0]
+	op.pplSpans = spans[:0]
 	if err != nil {
 		op.dropBatch(op.rowMark)
 		return err
 	}
-	j.rowsMu.Lock()
-	if _, ok := j.rows[row]; !ok {
-		j.rows[row] = struct{}{}
-		j.nrows.Add(1)
-	}
-	j.rowsMu.Unlock()
+	j.keep(rl.row, rl.W)
 	op.journaled = true
 	return nil
+}
+
+// keep records that row has a record in this epoch, which wrote w.
+func (j *journal) keep(row int64, w []Span) {
+	j.rowsMu.Lock()
+	defer j.rowsMu.Unlock()
+	e := j.rows[row]
+	if e == nil {
+		if n := len(j.free); n > 0 {
+			e, j.free = j.free[n-1], j.free[:n-1]
+		} else {
+			e = &rowEntry{}
+		}
+		j.rows[row] = e
+		j.nrows.Add(1)
+	}
+	e.spans = append(e.spans, w...)
+	if len(e.spans) > maxRowSpans {
+		j.need.Store(true)
+	}
+}
+
+// syncMembers syncs every writable member of op's view (Sync, a FLUSH, and
+// a FUA write) with the journal held exclusively, so that no record is
+// built while the members sync; once they have, no row keeps spans: every
+// write that completed before is durable. Member failures are recorded on
+// op.
+func (j *journal) syncMembers(op *Op) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for m, d := range op.v.devs {
+		if d != nil && op.Writable(m) {
+			op.queue(ioSync, m, nil, 0, 0)
+		}
+	}
+	op.Run()
+	if op.failed != 0 {
+		return // the member set changes: the next row write checkpoints
+	}
+	j.rowsMu.Lock()
+	for _, e := range j.rows {
+		clear(e.spans)
+		e.spans = e.spans[:0]
+	}
+	j.rowsMu.Unlock()
 }
 
 // append writes the record vec (size bytes, padded) to the logs of
@@ -483,7 +742,7 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 		}
 		if err != nil {
 			op.countError(m, false, ioWrite)
-			op.fail(m, &MemberError{Op: "write", Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal record: %w", err)})
+			op.fail(m, &MemberError{Op: "write", Member: m, Offset: -1, Err: fmt.Errorf("write-hole log record: %w", err)})
 			failed = true
 			continue
 		}
@@ -500,7 +759,7 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	for i, m := range lm {
 		if err := j.syncTo(op.v.devs[m], m, upto[i]); err != nil {
 			op.countError(m, false, ioSync)
-			op.fail(m, &MemberError{Op: "sync", Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal record: %w", err)})
+			op.fail(m, &MemberError{Op: "sync", Member: m, Offset: -1, Err: fmt.Errorf("write-hole log record: %w", err)})
 			failed = true
 		}
 	}
@@ -542,7 +801,12 @@ func (j *journal) checkpoint(op *Op) {
 		j.tail[m] = 0
 	}
 	j.rowsMu.Lock()
-	clear(j.rows)
+	for r, e := range j.rows {
+		clear(e.spans)
+		e.spans = e.spans[:0]
+		j.free = append(j.free, e)
+		delete(j.rows, r)
+	}
 	j.nrows.Store(0)
 	j.rowsMu.Unlock()
 	j.view = v
@@ -578,7 +842,7 @@ func (j *journal) syncAll(op *Op, v *View, hdr []byte) {
 	for m, err := range errs {
 		if err != nil {
 			op.countError(m, false, kinds[m])
-			op.fail(m, &MemberError{Op: ioNames[kinds[m]], Member: m, Offset: -1, Err: fmt.Errorf("write-hole journal checkpoint: %w", err)})
+			op.fail(m, &MemberError{Op: ioNames[kinds[m]], Member: m, Offset: -1, Err: fmt.Errorf("write-hole log checkpoint: %w", err)})
 		}
 	}
 }
@@ -594,14 +858,14 @@ func (op *Op) dropBatch(from int) {
 // open starts the journal of an assembled (or created) array: with replay
 // set it first replays the records of the newest epoch found on the
 // readable members, then syncs; then it writes a new epoch, above every
-// epoch on any member in use, to every writable member's log header. It
-// runs before the array serves anything.
+// epoch on any member in use, to every writable member's log header, in
+// the current format. It runs before the array serves anything.
 func (j *journal) open(replay bool) error {
 	v := j.a.view.Load()
 	n := v.geo.Members()
 	hdr := make([]byte, logHeaderSize)
 	epochs := make([]uint64, n)
-	valid := make([]bool, n)
+	versions := make([]int, n)
 	newest := uint64(0)
 	for m := 0; m < n; m++ {
 		d := v.devs[m]
@@ -611,29 +875,62 @@ func (j *journal) open(replay bool) error {
 		if _, err := d.ReadAt(hdr, j.off); err != nil {
 			return fmt.Errorf("%w: read the log header of member %d: %w", ErrJournal, m, err)
 		}
-		e, err := decodeLogHeader(hdr, j.uuid)
+		e, ver, err := decodeLogHeader(hdr, j.uuid)
+		if errors.Is(err, errLogVersion) && replay {
+			return fmt.Errorf("%w: member %d: %w: a newer raidd wrote this log; assemble the array with it, or with --readonly", ErrJournal, m, err)
+		}
 		if err != nil {
 			continue // never written, or not this array's: no records
 		}
-		epochs[m], valid[m] = e, true
+		epochs[m], versions[m] = e, ver
 		newest = max(newest, e)
 	}
 	if replay {
-		var recs []record
+		var v1 []record
+		var v2 []pplRecord
 		for m := 0; m < n; m++ {
 			// Only in-sync members: a member being rebuilt may carry the
 			// log of an earlier membership.
-			if !valid[m] || epochs[m] != newest || v.readable&(1<<uint(m)) == 0 {
+			if versions[m] == 0 || epochs[m] != newest || v.readable&(1<<uint(m)) == 0 {
 				continue
 			}
-			r, err := j.scan(v.devs[m], newest)
-			if err != nil {
-				return fmt.Errorf("%w: member %d: %w", ErrJournal, m, err)
+			buf := make([]byte, j.cap)
+			if _, err := v.devs[m].ReadAt(buf, j.off+logHeaderSize); err != nil {
+				return fmt.Errorf("%w: member %d: read the log: %w", ErrJournal, m, err)
 			}
-			recs = append(recs, r...)
+			if versions[m] == logV1 {
+				v1 = append(v1, j.scanV1(buf, newest)...)
+			} else {
+				v2 = append(v2, j.scan(buf, newest)...)
+			}
 		}
-		if err := j.replay(v, recs); err != nil {
+		var count int64
+		var err error
+		switch {
+		case len(v1) != 0 && len(v2) != 0:
+			return fmt.Errorf("%w: epoch %d holds records of both log formats", ErrJournal, newest)
+		case len(v1) != 0:
+			count, err = j.replayV1(v, v1)
+		default:
+			count, err = j.replay(v, v2)
+		}
+		if err != nil {
 			return err
+		}
+		if count != 0 {
+			for m, d := range v.devs {
+				if d != nil && v.writable&(1<<uint(m)) != 0 {
+					if err := d.Sync(); err != nil {
+						return fmt.Errorf("%w: sync member %d after the replay: %w", ErrJournal, m, err)
+					}
+				}
+			}
+			j.replayed = count
+			format := "partial parity (version 2)"
+			if len(v1) != 0 {
+				format = "redo (version 1, written by an older raidd)"
+			}
+			j.a.log.Info("write-hole log replayed", "records", count, "format", format)
 		}
 	}
 	j.epoch = newest + 1
@@ -648,88 +945,170 @@ func (j *journal) open(replay bool) error {
 	return nil
 }
 
-// scan reads a member's log and returns its records of epoch, in log
-// order, stopping at the first block that is not a valid record (the end
-// of the log, or a record whose write was torn: no record after it was
-// ever synced).
-func (j *journal) scan(d Member, epoch uint64) ([]record, error) {
-	buf := make([]byte, j.cap)
-	if _, err := d.ReadAt(buf, j.off+logHeaderSize); err != nil {
-		return nil, fmt.Errorf("read the log: %w", err)
-	}
-	var recs []record
-	for pos := int64(0); pos+recHeaderSize <= j.cap; {
-		n, err := recordLength(buf[pos:], epoch, j.cap-pos)
+// scan returns the partial parity records of epoch in a member's log
+// (buf, the log after its header), in log order, stopping at the first
+// block that is not a valid record (the end of the log, or a record whose
+// write was torn: no record after it was ever synced).
+func (j *journal) scan(buf []byte, epoch uint64) []pplRecord {
+	var recs []pplRecord
+	for pos := int64(0); pos+pplHeaderSize <= j.cap; {
+		n, err := pplLength(buf[pos:], epoch, j.cap-pos)
 		if err != nil {
 			break
 		}
-		r, err := decodeRecord(buf[pos:pos+n], epoch, j.a.geo.Members())
+		r, err := decodePPL(buf[pos:pos+n], epoch, j.a.geo.Members())
 		if err != nil {
 			break
 		}
 		recs = append(recs, r)
 		pos += roundUp(n, recAlign)
 	}
-	return recs, nil
+	return recs
 }
 
-// replay applies recs in seq order (a record found in two logs, RAID6's P
-// and Q, is applied once) to every writable member of v, then syncs them.
-func (j *journal) replay(v *View, recs []record) error {
-	slices.SortFunc(recs, func(x, y record) int {
-		switch {
-		case x.seq < y.seq:
-			return -1
-		case x.seq > y.seq:
-			return 1
-		}
-		return 0
-	})
-	rows := map[int64]bool{}
-	last := uint64(0)
+// replay applies partial parity records in seq order (a record found in
+// two logs, RAID6's P and Q, is applied once): for each, P = P' + the
+// current data of W, Q = Q' + the weighted current data of W, written to
+// the parity members that are present; where records overlap, the last
+// one's parity stays. The current data of W on a member that is missing
+// (or being rebuilt) is what the row's parity says as the crash left it
+// (every record's parity is computed before any is written), read through
+// the Layout's degraded read: exact when the record's write completed and
+// was made durable (nothing wrote those columns since: a later write would
+// have a later record), and garbage when a crash tore the row, but W then
+// holds only bytes that no FLUSH or FUA had made durable. It returns how
+// many records it applied.
+func (j *journal) replay(v *View, recs []pplRecord) (int64, error) {
+	slices.SortFunc(recs, func(x, y pplRecord) int { return cmpSeq(x.seq, y.seq) })
+	geo := v.geo
+	chunk := geo.Chunk()
+	dk := int64(geo.DataMembers())
 	count := int64(0)
-	dataSize := v.geo.MemberSize()
+	var cur []byte
+	var apply []pplRecord
+	present := func(m int) bool { return v.devs[m] != nil && v.writable&(1<<uint(m)) != 0 }
+	// Data is read as it is on disk, below the checksums: a torn write may
+	// have left a block and its checksum disagreeing, and its bytes are
+	// the current data all the same (the resync, or the first read, seals
+	// the block against the parity the replay makes).
+	raw := *v
+	raw.devs = make([]Member, len(v.devs))
+	for m, d := range v.devs {
+		if d != nil {
+			raw.devs[m] = rawDev(d)
+		}
+	}
 	for i, r := range recs {
-		if i > 0 && r.seq == last {
+		if i > 0 && r.seq == recs[i-1].seq {
 			continue
 		}
-		last = r.seq
+		qm := noRole
+		if geo.Level() == stripe.RAID6 {
+			qm = geo.QMember(r.row)
+		}
+		if r.row >= geo.Rows() || r.hi > chunk || r.pm != geo.ParityMember(r.row) || r.qm != qm {
+			return count, fmt.Errorf("%w: record %d (row %d, [%d, %d), parity %d and %d) does not fit the array", ErrJournal, r.seq, r.row, r.lo, r.hi, r.pm, r.qm)
+		}
+		for _, s := range r.spans {
+			if s.index >= int(dk) || geo.DataMember(r.row, s.index) != s.role {
+				return count, fmt.Errorf("%w: record %d puts data index %d of row %d on member %d", ErrJournal, r.seq, s.index, r.row, s.role)
+			}
+		}
 		count++
-
-		rows[r.row] = true
-		for _, p := range r.pieces {
-			d := v.devs[p.role]
-			if d == nil || v.writable&(1<<uint(p.role)) == 0 {
-				continue // missing: its bytes are what the replayed parity says
-			}
-			if p.off+p.n > dataSize {
-				return fmt.Errorf("%w: record %d writes [%d, +%d) past the data region of member %d", ErrJournal, r.seq, p.off, p.n, p.role)
-			}
-			var err error
-			if p.kind == pieceData {
-				_, err = d.WriteAt(p.data, v.dataOff+p.off)
-			} else {
-				err = d.Discard(v.dataOff+p.off, p.n)
-				if errors.Is(err, errors.ErrUnsupported) {
-					_, err = d.WriteAt(make([]byte, p.n), v.dataOff+p.off)
+		if (r.pp == nil || !present(r.pm)) && (r.pq == nil || !present(r.qm)) {
+			continue // no parity of the record to rewrite
+		}
+		base := v.dataOff + r.row*chunk
+		for _, s := range r.spans {
+			cur = slices.Grow(cur[:0], int(s.b-s.a))[:s.b-s.a]
+			if d := raw.devs[s.role]; d != nil && v.readable&(1<<uint(s.role)) != 0 {
+				if _, err := d.ReadAt(cur, base+s.a); err != nil {
+					return count, fmt.Errorf("%w: replay record %d: read member %d: %w", ErrJournal, r.seq, s.role, err)
 				}
+			} else if err := j.readArray(&raw, cur, (r.row*dk+int64(s.index))*chunk+s.a); err != nil {
+				return count, fmt.Errorf("%w: replay record %d: reconstruct member %d: %w", ErrJournal, r.seq, s.role, err)
 			}
-			if err != nil {
-				return fmt.Errorf("%w: replay record %d on member %d: %w", ErrJournal, r.seq, p.role, err)
+			if r.pp != nil {
+				xorInto(r.pp[s.a-r.lo:s.b-r.lo], cur)
+			}
+			if r.pq != nil {
+				gfMulAdd(r.pq[s.a-r.lo:s.b-r.lo], cur, gfPow2(s.index))
+			}
+		}
+		apply = append(apply, r)
+	}
+	// Every record's parity is computed before any is written: a missing
+	// member's bytes are read from the parity as the crash left it.
+	for _, r := range apply {
+		base := v.dataOff + r.row*chunk
+		for _, w := range [2]struct {
+			m int
+			b []byte
+		}{{r.pm, r.pp}, {r.qm, r.pq}} {
+			if w.b == nil || !present(w.m) {
+				continue
+			}
+			at, b := base+r.lo, w.b
+			if j.a.csum != nil {
+				// Whole checksum blocks, so that the parity's checksums
+				// are computed afresh, whatever the crash left in them.
+				lo, hi := r.lo/csumBlock*csumBlock, roundUp(r.hi, csumBlock)
+				blk := make([]byte, hi-lo)
+				if _, err := raw.devs[w.m].ReadAt(blk, base+lo); err != nil {
+					return count, fmt.Errorf("%w: replay record %d: read member %d: %w", ErrJournal, r.seq, w.m, err)
+				}
+				copy(blk[r.lo-lo:], b)
+				at, b = base+lo, blk
+			}
+			if _, err := v.devs[w.m].WriteAt(b, at); err != nil {
+				return count, fmt.Errorf("%w: replay record %d on member %d: %w", ErrJournal, r.seq, w.m, err)
 			}
 		}
 	}
-	if count == 0 {
-		return nil
+	return count, nil
+}
+
+// readArray reads array bytes [off, off+len(p)) through the Layout, which
+// reconstructs those of missing members from the rest of their row.
+func (j *journal) readArray(v *View, p []byte, off int64) error {
+	op := j.a.getOp()
+	defer j.a.putOp(op)
+	op.v, op.locked = v, true
+	return j.a.layout.ReadAt(op, p, off)
+}
+
+func xorInto(dst, src []byte) {
+	for i := range dst {
+		dst[i] ^= src[i]
 	}
-	for m, d := range v.devs {
-		if d != nil && v.writable&(1<<uint(m)) != 0 {
-			if err := d.Sync(); err != nil {
-				return fmt.Errorf("%w: sync member %d after the replay: %w", ErrJournal, m, err)
-			}
+}
+
+// GF(2^8) with polynomial 0x11d and generator 2: the field of RAID6's Q
+// (md's syndrome, raid6.Matrix: the coefficient of data index i is 2^i).
+var gfExp, gfLog = func() (exp [510]byte, log [256]byte) {
+	x := 1
+	for i := 0; i < 255; i++ {
+		exp[i], exp[i+255] = byte(x), byte(x)
+		log[x] = byte(i)
+		x <<= 1
+		if x&0x100 != 0 {
+			x ^= 0x11d
 		}
 	}
-	j.replayed = count
-	j.a.log.Info("write-hole journal replayed", "records", count, "rows", len(rows))
-	return nil
+	return exp, log
+}()
+
+func gfPow2(i int) byte { return gfExp[i%255] }
+
+// gfMulAdd sets dst ^= c·src over GF(2^8).
+func gfMulAdd(dst, src []byte, c byte) {
+	if c == 0 {
+		return
+	}
+	lc := int(gfLog[c])
+	for i, s := range src {
+		if s != 0 {
+			dst[i] ^= gfExp[int(gfLog[s])+lc]
+		}
+	}
 }

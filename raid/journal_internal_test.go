@@ -3,11 +3,53 @@ package raid
 import (
 	"bytes"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// appendRecord appends the encoding of a version 1 record to dst (what
+// raidd wrote before the partial parity log), unpadded.
+func appendRecord(dst []byte, epoch, seq uint64, row int64, pieces []piece) []byte {
+	start := len(dst)
+	length := int64(recHeaderSize + recDescSize*len(pieces))
+	for _, p := range pieces {
+		if p.kind == pieceData {
+			length += p.n
+		}
+	}
+	dst = append(dst, recMagic...)
+	dst = le.AppendUint64(dst, epoch)
+	dst = le.AppendUint64(dst, seq)
+	dst = le.AppendUint64(dst, uint64(row))
+	dst = le.AppendUint32(dst, uint32(len(pieces)))
+	dst = le.AppendUint32(dst, 0)
+	dst = le.AppendUint64(dst, uint64(length))
+	for _, p := range pieces {
+		dst = append(dst, byte(p.role), p.kind, 0, 0, 0, 0, 0, 0)
+		dst = le.AppendUint64(dst, uint64(p.off))
+		dst = le.AppendUint64(dst, uint64(p.n))
+	}
+	for _, p := range pieces {
+		if p.kind == pieceData {
+			dst = append(dst, p.data...)
+		}
+	}
+	le.PutUint32(dst[start+36:], crc32.Checksum(dst[start:], castagnoli))
+	return dst
+}
+
+// encodeLogHeaderV1 is a log header of version 1 (an older raidd's).
+func encodeLogHeaderV1(uuid [16]byte, epoch uint64) []byte {
+	b := make([]byte, logHeaderSize)
+	copy(b, logMagic)
+	copy(b[8:], uuid[:])
+	le.PutUint64(b[24:], epoch)
+	le.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	return b
+}
 
 func testPieces() []piece {
 	return []piece{
@@ -54,16 +96,157 @@ func TestRecordRejects(t *testing.T) {
 			assert.True(t, errors.Is(err, errBadRecord), "%v", err)
 		})
 	}
+}
+
+// TestLogHeaderVersions: a header this build writes says version 2; a
+// version 1 header (an older raidd's) reads as version 1; a header of an
+// unknown version is refused with errLogVersion, never read as another
+// format; another array's or a damaged header is no header.
+func TestLogHeaderVersions(t *testing.T) {
 	uuid := [16]byte{1, 2, 3}
 	h := encodeLogHeader(uuid, 5)
-	e, err := decodeLogHeader(h, uuid)
+	e, v, err := decodeLogHeader(h, uuid)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, e)
-	_, err = decodeLogHeader(h, [16]byte{9})
+	assert.Equal(t, logV2, v)
+	e, v, err = decodeLogHeader(encodeLogHeaderV1(uuid, 6), uuid)
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, e)
+	assert.Equal(t, logV1, v)
+	_, _, err = decodeLogHeader(h, [16]byte{9})
 	assert.ErrorIs(t, err, errBadRecord, "another array's log")
+	future := bytes.Clone(h)
+	le.PutUint32(future[36:], 3)
+	le.PutUint32(future[40:], crc32.Checksum(future[:40], castagnoli))
+	_, _, err = decodeLogHeader(future, uuid)
+	assert.ErrorIs(t, err, errLogVersion, "a newer format")
+	h[37] ^= 1
+	_, _, err = decodeLogHeader(h, uuid)
+	assert.ErrorIs(t, err, errBadRecord, "damaged version")
+	h[37] ^= 1
 	h[24] ^= 1
-	_, err = decodeLogHeader(h, uuid)
+	_, _, err = decodeLogHeader(h, uuid)
 	assert.ErrorIs(t, err, errBadRecord, "damaged header")
+}
+
+func testPPL() pplRecord {
+	return pplRecord{
+		epoch: 7, seq: 42, row: 9, lo: 100, hi: 108, pm: 3, qm: 0, flags: pplHasP | pplHasQ,
+		spans: []pplSpan{{index: 0, role: 1, a: 100, b: 104}, {index: 2, role: 4, a: 102, b: 108}},
+		pp:    []byte("partialP"),
+		pq:    []byte("partialQ"),
+	}
+}
+
+// TestPPLRoundTrip: what appendPPL writes, decodePPL reads back, and
+// pplLength announces its exact length; a RAID5 record (no Q) too.
+func TestPPLRoundTrip(t *testing.T) {
+	want := testPPL()
+	b := appendPPL([]byte("prefix"), &want)[len("prefix"):]
+	require.Len(t, b, pplHeaderSize+2*pplSpanSize+16)
+	n, err := pplLength(b, 7, int64(len(b)))
+	require.NoError(t, err)
+	assert.EqualValues(t, len(b), n)
+	r, err := decodePPL(b, 7, 5)
+	require.NoError(t, err)
+	assert.Equal(t, want, r)
+
+	want.qm, want.flags, want.pq = noRole, pplHasP, nil
+	r, err = decodePPL(appendPPL(nil, &want), 7, 5)
+	require.NoError(t, err)
+	assert.Equal(t, want, r)
+}
+
+// TestPPLRejects: a torn or damaged record, one of another epoch, one
+// naming a member the array does not have, a span outside the parity
+// range, and a version 1 record all end a scan.
+func TestPPLRejects(t *testing.T) {
+	good := testPPL()
+	for _, tt := range []struct {
+		name    string
+		rec     func(r *pplRecord)
+		mod     func(b []byte) []byte
+		epoch   uint64
+		members int
+	}{
+		{"epoch", nil, nil, 8, 5},
+		{"member", nil, nil, 7, 4},
+		{"span-outside", func(r *pplRecord) { r.spans[1].b = 109 }, nil, 7, 5},
+		{"span-on-parity", func(r *pplRecord) { r.spans[0].role = 3 }, nil, 7, 5},
+		{"empty-range", func(r *pplRecord) { r.hi = r.lo; r.spans = nil; r.pp, r.pq = nil, nil }, nil, 7, 5},
+		{"q-without-member", func(r *pplRecord) { r.qm = noRole }, nil, 7, 5},
+		{"no-parity", func(r *pplRecord) { r.flags = 0; r.pp, r.pq = nil, nil }, nil, 7, 5},
+		{"short-payload", func(r *pplRecord) { r.pq = r.pq[:7] }, nil, 7, 5},
+		{"payload-bit", nil, func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, 7, 5},
+		{"torn-tail", nil, func(b []byte) []byte { return b[:len(b)-1] }, 7, 5},
+		{"magic", nil, func(b []byte) []byte { b[0] = 'X'; return b }, 7, 5},
+		{"zero", nil, func(b []byte) []byte { return make([]byte, len(b)) }, 7, 5},
+		{"version-1-record", nil, func([]byte) []byte { return appendRecord(nil, 7, 42, 9, testPieces()) }, 7, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := testPPL()
+			if tt.rec != nil {
+				tt.rec(&r)
+			}
+			b := appendPPL(nil, &r)
+			if tt.mod != nil {
+				b = tt.mod(b)
+			}
+			_, err := decodePPL(b, tt.epoch, tt.members)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, errBadRecord), "%v", err)
+		})
+	}
+	_, err := decodePPL(appendPPL(nil, &good), 7, 5)
+	require.NoError(t, err)
+}
+
+// FuzzDecodePPL: the partial parity record decoder never panics on bytes
+// read from a member; whatever it accepts is within the announced length,
+// has members below members, spans inside its parity range and partial
+// parities of the range's width, and encodes back to exactly the same
+// bytes.
+func FuzzDecodePPL(f *testing.F) {
+	r := testPPL()
+	f.Add(appendPPL(nil, &r), uint64(7), uint8(5))
+	r.qm, r.flags, r.pq = noRole, pplHasP, nil
+	f.Add(appendPPL(nil, &r), uint64(7), uint8(4))
+	f.Add(make([]byte, pplHeaderSize), uint64(0), uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, epoch uint64, members uint8) {
+		n, err := pplLength(b, epoch, int64(len(b)))
+		if err != nil {
+			if !errors.Is(err, errBadRecord) {
+				t.Fatalf("pplLength error %v is not errBadRecord", err)
+			}
+			return
+		}
+		if n > int64(len(b)) {
+			t.Fatalf("pplLength %d beyond the %d bytes given", n, len(b))
+		}
+		r, err := decodePPL(b[:n], epoch, int(members))
+		if err != nil {
+			if !errors.Is(err, errBadRecord) {
+				t.Fatalf("decodePPL error %v is not errBadRecord", err)
+			}
+			return
+		}
+		if r.pm >= int(members) || r.lo >= r.hi {
+			t.Fatalf("accepted a bad header %+v", r)
+		}
+		for _, s := range r.spans {
+			if s.role >= int(members) || s.a < r.lo || s.b > r.hi || s.a >= s.b {
+				t.Fatalf("accepted a bad span %+v of [%d, %d)", s, r.lo, r.hi)
+			}
+		}
+		for _, p := range [][]byte{r.pp, r.pq} {
+			if p != nil && int64(len(p)) != r.hi-r.lo {
+				t.Fatalf("partial parity of %d bytes for [%d, %d)", len(p), r.lo, r.hi)
+			}
+		}
+		if again := appendPPL(nil, &r); !bytes.Equal(again, b[:n]) {
+			t.Fatalf("re-encoding differs:\n got %x\nwant %x", again, b[:n])
+		}
+	})
 }
 
 // FuzzDecodeRecord: the record decoder never panics on bytes read from a

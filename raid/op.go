@@ -190,11 +190,12 @@ type Op struct {
 	// The write-hole journal (journal.go): inRow is set between BeginRow
 	// and EndRow (the journal's shared lock is held), rowMark is where the
 	// row's queued I/O starts in batch, journaled says a record of the row
-	// is durable and its writes must run before EndRow, and pieces and
-	// recVec are scratch for building records.
+	// is durable and its writes must run before EndRow, and rowLog,
+	// pplSpans and recVec are scratch for building records.
 	inRow, journaled bool
 	rowMark          int
-	pieces           []piece
+	rowLog           RowLog
+	pplSpans         []pplSpan
 	recVec           [][]byte
 
 	// sums are the shared checksums of writes of the same buffers to

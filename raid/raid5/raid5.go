@@ -170,10 +170,27 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 	return parity.PlanRow(op, func() error { return l.planRow(op, w) })
 }
 
-// journal records the row's queued writes in the parity member's log
-// when the array keeps a write-hole journal and the row needs it.
-func (l *Layout) journal(op *raid.Op, w *rowWrite, pm int) error {
-	if op.JournalRow(w.Row, w.Partial(l.dk), pm) != nil {
+// logRow writes the row's write-hole log record when rl needs one: the
+// partial parity P' = P - (the current data of W), where cur[i] is data
+// index i's current bytes over [Lo, Hi) (nil: W holds only the write's own
+// spans, whose bytes are w.Data). pbuf is the new parity over [Lo, Hi).
+func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, pbuf []byte, cur [][]byte) error {
+	if !rl.Need {
+		return nil
+	}
+	if rl.P != nil {
+		copy(rl.P, pbuf)
+		for _, s := range rl.W {
+			var d []byte
+			if cur != nil {
+				d = cur[s.Index][s.A-w.Lo : s.B-w.Lo]
+			} else {
+				d = w.Data[s.Index][s.A-w.A[s.Index] : s.B-w.A[s.Index]]
+			}
+			l.xor(op, rl.P[s.A-w.Lo:s.B-w.Lo], d)
+		}
+	}
+	if op.LogRow(rl) != nil {
 		return errRetry
 	}
 	return nil
@@ -182,46 +199,46 @@ func (l *Layout) journal(op *raid.Op, w *rowWrite, pm int) error {
 // planRow plans and performs (or queues) one row's write once.
 func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 	pm := l.g.ParityMember(w.Row)
-	{
-		cnt, x := l.unreadable(op)
-		if cnt > 1 {
-			return raid.ErrTooManyFailures
-		}
-		var err error
-		switch {
-		case x == pm && !op.Writable(pm):
-			l.queueData(op, w)
-			return l.journal(op, w, pm)
-		case x >= 0 && x != pm:
-			xi := l.g.DataIndex(w.Row, x)
-			if w.Touched(xi) {
-				err = l.rcw(op, w, pm, x, !w.Covers(xi))
-			} else {
-				err = l.rmw(op, w, pm)
-			}
-		default: // healthy row, or parity being rebuilt (writable, unreadable)
-			// Fewest member reads wins; on a tie, fewest bytes read.
-			width := w.Hi - w.Lo
-			rmwReads, rcwReads := 1, 0
-			rmwBytes, rcwBytes := width, int64(0)
-			for i := 0; i < l.dk; i++ {
-				if w.Touched(i) {
-					rmwReads++
-					rmwBytes += w.B[i] - w.A[i]
-				}
-				if !w.Covers(i) {
-					rcwReads++
-					rcwBytes += width
-				}
-			}
-			if x == pm || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
-				err = l.rcw(op, w, pm, -1, false)
-			} else {
-				err = l.rmw(op, w, pm)
-			}
-		}
-		return err
+	rl := op.PlanRowLog(w.Row, w.Lo, w.Hi, w.Spans(l.dk))
+	cnt, x := l.unreadable(op)
+	if cnt > 1 {
+		return raid.ErrTooManyFailures
 	}
+	switch {
+	case x == pm && !op.Writable(pm):
+		l.queueData(op, w) // no parity: no hole, no record (rl.Need is false)
+		return nil
+	case x >= 0 && x != pm:
+		xi := l.g.DataIndex(w.Row, x)
+		switch {
+		case w.Touched(xi):
+			return l.rcw(op, w, rl, pm, x, !w.Covers(xi))
+		case rl.Extra:
+			return l.rcw(op, w, rl, pm, x, true)
+		}
+		return l.rmw(op, w, rl, pm)
+	}
+	// Healthy row, or parity being rebuilt (writable, unreadable). Fewest
+	// member reads wins; on a tie, fewest bytes read. A record whose W
+	// holds bytes of earlier writes needs their current value: a
+	// reconstruct-write reads it.
+	width := w.Hi - w.Lo
+	rmwReads, rcwReads := 1, 0
+	rmwBytes, rcwBytes := width, int64(0)
+	for i := 0; i < l.dk; i++ {
+		if w.Touched(i) {
+			rmwReads++
+			rmwBytes += w.B[i] - w.A[i]
+		}
+		if !w.Covers(i) {
+			rcwReads++
+			rcwBytes += width
+		}
+	}
+	if x == pm || rl.Extra || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+		return l.rcw(op, w, rl, pm, -1, false)
+	}
+	return l.rmw(op, w, rl, pm)
 }
 
 // queueData queues the writes of the new data chunks.
@@ -235,7 +252,7 @@ func (l *Layout) queueData(op *raid.Op, w *rowWrite) {
 
 // rcw is reconstruct-write. x is the unreadable data member (or -1); with
 // reconstructX, x's old bytes in [lo, hi) are rebuilt from parity first.
-func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) error {
+func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm, x int, reconstructX bool) error {
 	width := w.Hi - w.Lo
 	shards := op.Shards[:l.dk+1]
 	reads := false
@@ -280,7 +297,7 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 	if op.Writable(pm) {
 		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
-	if err := l.journal(op, w, pm); err != nil {
+	if err := l.logRow(op, w, rl, pbuf, shards); err != nil {
 		return err
 	}
 	if reads {
@@ -290,7 +307,7 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, pm, x int, reconstructX bool) err
 }
 
 // rmw is read-modify-write: P ^= old ^ new for each written range.
-func (l *Layout) rmw(op *raid.Op, w *rowWrite, pm int) error {
+func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 	width := w.Hi - w.Lo
 	old := op.Shards // by data index
 	for i := 0; i < l.dk; i++ {
@@ -317,7 +334,7 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, pm int) error {
 	if op.Writable(pm) {
 		op.Write(pm, pbuf, w.Base+w.Lo)
 	}
-	if err := l.journal(op, w, pm); err != nil {
+	if err := l.logRow(op, w, rl, pbuf, nil); err != nil {
 		return err
 	}
 	op.Run()

@@ -215,10 +215,36 @@ func (l *Layout) writeRow(op *raid.Op, w *rowWrite) error {
 	return parity.PlanRow(op, func() error { return l.planRow(op, w) })
 }
 
-// journal records the row's queued writes in the logs of its P and Q
-// members when the array keeps a write-hole journal and the row needs it.
-func (l *Layout) journal(op *raid.Op, w *rowWrite) error {
-	if op.JournalRow(w.Row, w.Partial(l.dk), l.g.ParityMember(w.Row), l.g.QMember(w.Row)) != nil {
+// logRow writes the row's write-hole log record when rl needs one: the
+// partial parities P' = P - (the current data of W) and Q' = Q - (its
+// weighted sum), where cur[i] is data index i's current bytes over [Lo, Hi)
+// (nil: W holds only the write's own spans, whose bytes are w.Data). p and
+// q are the new parities over [Lo, Hi).
+func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, p, q []byte, cur [][]byte) error {
+	if !rl.Need {
+		return nil
+	}
+	// Both are computed together (one pass); a parity that is not logged
+	// goes to scratch.
+	pp, pq := rl.P, rl.Q
+	if pp == nil {
+		pp = op.Buf(int64(len(p)))
+	}
+	if pq == nil {
+		pq = op.Buf(int64(len(q)))
+	}
+	copy(pp, p)
+	copy(pq, q)
+	for _, s := range rl.W {
+		var d []byte
+		if cur != nil {
+			d = cur[s.Index][s.A-w.Lo : s.B-w.Lo]
+		} else {
+			d = w.Data[s.Index][s.A-w.A[s.Index] : s.B-w.A[s.Index]]
+		}
+		l.accumulate(op, d, s.Index, pp[s.A-w.Lo:s.B-w.Lo], pq[s.A-w.Lo:s.B-w.Lo])
+	}
+	if op.LogRow(rl) != nil {
 		return errRetry
 	}
 	return nil
@@ -226,6 +252,7 @@ func (l *Layout) journal(op *raid.Op, w *rowWrite) error {
 
 // planRow plans and performs (or queues) one row's write once.
 func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
+	rl := op.PlanRowLog(w.Row, w.Lo, w.Hi, w.Spans(l.dk))
 	{
 		cnt := l.unreadable(op)
 		if cnt > 2 {
@@ -247,10 +274,12 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 					rcwBytes += width
 				}
 			}
-			if rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
-				err = l.rcw(op, w, false)
+			// A record whose W holds bytes of earlier writes needs their
+			// current value: a reconstruct-write reads it.
+			if rl.Extra || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+				err = l.rcw(op, w, rl, false)
 			} else {
-				err = l.rmw(op, w)
+				err = l.rmw(op, w, rl)
 			}
 		} else {
 			// Degraded: reconstruct-write. The old contents of the whole
@@ -262,7 +291,7 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 					full = true
 				}
 			}
-			err = l.rcw(op, w, full)
+			err = l.rcw(op, w, rl, full)
 		}
 		return err
 	}
@@ -292,7 +321,7 @@ func (l *Layout) queueParity(op *raid.Op, w *rowWrite, p, q []byte) {
 // by the write. With full, every readable chunk of the range is read, P and
 // Q included, and the missing data is reconstructed before the new data is
 // laid over it.
-func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
+func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, full bool) error {
 	width := w.Hi - w.Lo
 	shards := op.Shards[:l.dk+2]
 	reads, missing := false, false
@@ -332,7 +361,7 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
 	l.encode(op, shards[:l.dk], pbuf, qbuf)
 	l.queueData(op, w)
 	l.queueParity(op, w, pbuf, qbuf)
-	if err := l.journal(op, w); err != nil {
+	if err := l.logRow(op, w, rl, pbuf, qbuf, shards[:l.dk]); err != nil {
 		return err
 	}
 	if reads {
@@ -343,7 +372,7 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, full bool) error {
 
 // rmw is read-modify-write on a healthy row: for each written range,
 // P ^= old ^ new and Q ^= 2^i·(old ^ new).
-func (l *Layout) rmw(op *raid.Op, w *rowWrite) error {
+func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog) error {
 	width := w.Hi - w.Lo
 	old := op.Shards // by data index
 	for i := 0; i < l.dk; i++ {
@@ -369,7 +398,7 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite) error {
 	}
 	l.queueData(op, w)
 	l.queueParity(op, w, pbuf, qbuf)
-	if err := l.journal(op, w); err != nil {
+	if err := l.logRow(op, w, rl, pbuf, qbuf, nil); err != nil {
 		return err
 	}
 	op.Run()

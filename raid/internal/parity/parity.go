@@ -22,6 +22,21 @@ type RowWrite struct {
 	// if the index is untouched.
 	A, B [stripe.MaxMembers]int64
 	Data [stripe.MaxMembers][]byte
+
+	spans [stripe.MaxMembers]raid.Span
+}
+
+// Spans returns the written range of each touched data index of the
+// dataMembers, in index order, for raid.Op.PlanRowLog. The slice is w's and
+// valid until the next call.
+func (w *RowWrite) Spans(dataMembers int) []raid.Span {
+	s := w.spans[:0]
+	for i := 0; i < dataMembers; i++ {
+		if w.Touched(i) {
+			s = append(s, raid.Span{Index: i, A: w.A[i], B: w.B[i]})
+		}
+	}
+	return s
 }
 
 // Touched reports whether data index i is written.
@@ -30,18 +45,6 @@ func (w *RowWrite) Touched(i int) bool { return len(w.Data[i]) != 0 }
 // Covers reports whether data index i is written over all of [Lo, Hi).
 func (w *RowWrite) Covers(i int) bool {
 	return w.Touched(i) && w.A[i] <= w.Lo && w.B[i] >= w.Hi
-}
-
-// Partial reports whether the row write leaves data of its range [Lo, Hi)
-// unwritten on one of the dataMembers data chunks: then a crash can tear the
-// row, and the write-hole journal must record it.
-func (w *RowWrite) Partial(dataMembers int) bool {
-	for i := 0; i < dataMembers; i++ {
-		if !w.Covers(i) {
-			return true
-		}
-	}
-	return false
 }
 
 // ErrReplan tells a row's write plan that a member failed while the plan

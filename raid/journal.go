@@ -83,10 +83,13 @@ const (
 	pplMagic = "RAIDDPP\x00"
 )
 
-// Flags of a partial parity record: which partial parities it holds.
+// Flags of a partial parity record: which parities it rewrites (P', Q' in
+// the payload, in that order), or that its partial parities are zero and
+// not stored (W covers the whole range: the write completes it).
 const (
 	pplHasP = 1 << 0
 	pplHasQ = 1 << 1
+	pplZero = 1 << 2
 )
 
 // noRole marks an absent Q member in a record.
@@ -137,11 +140,13 @@ type Span struct {
 //	52  4  hi: its end
 //	56  1  P member
 //	57  1  Q member (0xff: none, RAID5)
-//	58  1  flags: 1 the payload holds P', 2 it holds Q'
+//	58  1  flags: 1 the record rewrites P, 2 it rewrites Q, 4 the partial
+//	       parities are zero and not stored
 //	59  5  zero
 //	64     spans, 16 bytes each: data index u8, member u8, 6 zero bytes,
 //	       a u32, b u32 (chunk-relative, lo <= a < b <= hi)
-//	...    payload: P' (hi-lo bytes) when flag 1, then Q' when flag 2
+//	...    payload (without flag 4): P' (hi-lo bytes) when flag 1, then Q'
+//	       when flag 2
 type pplRecord struct {
 	epoch, seq uint64
 	row        int64
@@ -241,7 +246,7 @@ func decodePPL(b []byte, epoch uint64, members int) (pplRecord, error) {
 		return pplRecord{}, fmt.Errorf("%w: parity range [%d, %d)", errBadRecord, r.lo, r.hi)
 	case r.pm >= members || (r.qm >= members && r.qm != noRole) || r.pm == r.qm:
 		return pplRecord{}, fmt.Errorf("%w: parity members %d and %d of %d", errBadRecord, r.pm, r.qm, members)
-	case r.flags&^(pplHasP|pplHasQ) != 0 || r.flags == 0 || (r.flags&pplHasQ != 0 && r.qm == noRole):
+	case r.flags&^(pplHasP|pplHasQ|pplZero) != 0 || r.flags&(pplHasP|pplHasQ) == 0 || (r.flags&pplHasQ != 0 && r.qm == noRole):
 		return pplRecord{}, fmt.Errorf("%w: flags %#x", errBadRecord, r.flags)
 	case string(b[59:64]) != "\x00\x00\x00\x00\x00":
 		return pplRecord{}, fmt.Errorf("%w: non-zero header padding", errBadRecord)
@@ -267,7 +272,7 @@ func decodePPL(b []byte, epoch uint64, members int) (pplRecord, error) {
 	}
 	width := r.hi - r.lo
 	for _, f := range []uint8{pplHasP, pplHasQ} {
-		if r.flags&f == 0 {
+		if r.flags&f == 0 || r.flags&pplZero != 0 {
 			continue
 		}
 		if int64(len(payload)) < width {
@@ -461,6 +466,10 @@ type RowLog struct {
 	// that are not durable yet): the Layout must know their current value,
 	// so it reads the whole range (reconstruct-write).
 	Extra bool
+	// Zero says W covers every data byte of the range, so the partial
+	// parities are zero: the Layout computes nothing and calls Op.LogRow
+	// (P and Q are nil).
+	Zero bool
 	// W is the data the record treats as written: per data index, sorted,
 	// disjoint spans inside [Lo, Hi).
 	W []Span
@@ -470,6 +479,7 @@ type RowLog struct {
 
 	row, lo, hi int64
 	pm, qm      int
+	logP, logQ  bool
 }
 
 // PlanRowLog plans the log record of the write of row's data spans own
@@ -524,16 +534,23 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 		}
 	}
 	dk := geo.DataMembers()
-	switch {
-	case inEpoch:
-		rl.Need = true
-	case missing < geo.Tolerance():
-		for i := range dk {
-			if !covers(w, i, lo, hi) {
-				rl.Need = true
-				break
-			}
+	full := true
+	for i := range dk {
+		if !covers(w, i, lo, hi) {
+			full = false
+			break
 		}
+	}
+	switch {
+	case full:
+		// Every byte the parity carries is being written: no hole. But a
+		// row with a record in the epoch records every write, lest the
+		// replay end on a stale record; the partial parity is zero.
+		rl.Need, rl.Zero = inEpoch, true
+		rl.logP, rl.logQ = logP, logQ
+		return rl
+	case inEpoch || missing < geo.Tolerance():
+		rl.Need = true
 	default:
 		for i := range dk {
 			m := geo.DataMember(row, i)
@@ -543,6 +560,7 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 			}
 		}
 	}
+	rl.logP, rl.logQ = logP, logQ
 	if rl.Need {
 		if logP {
 			rl.P = op.Buf(hi - lo)
@@ -614,11 +632,14 @@ func (op *Op) LogRow(rl *RowLog) error {
 	if rl.qm >= 0 {
 		rec.qm = rl.qm
 	}
-	if rl.P != nil {
+	if rl.logP {
 		rec.flags |= pplHasP
 	}
-	if rl.Q != nil {
+	if rl.logQ {
 		rec.flags |= pplHasQ
+	}
+	if rl.Zero {
+		rec.flags |= pplZero
 	}
 	spans := op.pplSpans[:0]
 	for _, s := range rl.W {
@@ -1015,6 +1036,14 @@ func (j *journal) replay(v *View, recs []pplRecord) (int64, error) {
 			}
 		}
 		count++
+		if r.flags&pplZero != 0 {
+			if r.flags&pplHasP != 0 {
+				r.pp = make([]byte, r.hi-r.lo)
+			}
+			if r.flags&pplHasQ != 0 {
+				r.pq = make([]byte, r.hi-r.lo)
+			}
+		}
 		if (r.pp == nil || !present(r.pm)) && (r.pq == nil || !present(r.qm)) {
 			continue // no parity of the record to rewrite
 		}

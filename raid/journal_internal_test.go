@@ -155,6 +155,14 @@ func TestPPLRoundTrip(t *testing.T) {
 	r, err = decodePPL(appendPPL(nil, &want), 7, 5)
 	require.NoError(t, err)
 	assert.Equal(t, want, r)
+
+	// Zero partial parities are not stored.
+	want.flags, want.pp = pplHasP|pplZero, nil
+	b = appendPPL(nil, &want)
+	require.Len(t, b, pplHeaderSize+2*pplSpanSize)
+	r, err = decodePPL(b, 7, 5)
+	require.NoError(t, err)
+	assert.Equal(t, want, r)
 }
 
 // TestPPLRejects: a torn or damaged record, one of another epoch, one
@@ -177,6 +185,8 @@ func TestPPLRejects(t *testing.T) {
 		{"q-without-member", func(r *pplRecord) { r.qm = noRole }, nil, 7, 5},
 		{"no-parity", func(r *pplRecord) { r.flags = 0; r.pp, r.pq = nil, nil }, nil, 7, 5},
 		{"short-payload", func(r *pplRecord) { r.pq = r.pq[:7] }, nil, 7, 5},
+		{"zero-with-payload", func(r *pplRecord) { r.flags |= pplZero }, nil, 7, 5},
+		{"unknown-flag", func(r *pplRecord) { r.flags |= 8 }, nil, 7, 5},
 		{"payload-bit", nil, func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, 7, 5},
 		{"torn-tail", nil, func(b []byte) []byte { return b[:len(b)-1] }, 7, 5},
 		{"magic", nil, func(b []byte) []byte { b[0] = 'X'; return b }, 7, 5},
@@ -210,6 +220,8 @@ func FuzzDecodePPL(f *testing.F) {
 	r := testPPL()
 	f.Add(appendPPL(nil, &r), uint64(7), uint8(5))
 	r.qm, r.flags, r.pq = noRole, pplHasP, nil
+	f.Add(appendPPL(nil, &r), uint64(7), uint8(4))
+	r.flags, r.pp = pplHasP|pplZero, nil
 	f.Add(appendPPL(nil, &r), uint64(7), uint8(4))
 	f.Add(make([]byte, pplHeaderSize), uint64(0), uint8(3))
 	f.Fuzz(func(t *testing.T, b []byte, epoch uint64, members uint8) {

@@ -178,6 +178,12 @@ func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, pbuf []byte, 
 	if !rl.Need {
 		return nil
 	}
+	if rl.Zero {
+		if op.LogRow(rl) != nil {
+			return errRetry
+		}
+		return nil
+	}
 	if rl.P != nil {
 		copy(rl.P, pbuf)
 		for _, s := range rl.W {

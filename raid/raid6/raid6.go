@@ -224,6 +224,12 @@ func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, p, q []byte, 
 	if !rl.Need {
 		return nil
 	}
+	if rl.Zero {
+		if op.LogRow(rl) != nil {
+			return errRetry
+		}
+		return nil
+	}
 	// Both are computed together (one pass); a parity that is not logged
 	// goes to scratch.
 	pp, pq := rl.P, rl.Q

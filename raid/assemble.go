@@ -218,7 +218,7 @@ func createAreas(co CreateOptions, n int, minSize int64) (dataOff, logLen, csumO
 		journal = false
 	case PolicyJournal:
 		if !journal {
-			return 0, 0, 0, 0, fmt.Errorf("%w: consistency policy journal: %s has no write hole (only RAID5 and RAID6 do); use bitmap", ErrConfig, co.Level)
+			return 0, 0, 0, 0, fmt.Errorf("%w: consistency policy ppl: %s has no write hole (only RAID5 and RAID6 do); use bitmap", ErrConfig, co.Level)
 		}
 	}
 	if journal {

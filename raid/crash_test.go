@@ -638,7 +638,7 @@ func writeHoleTrial(t *testing.T, level stripe.Level, n, failed, lost int, polic
 	require.True(t, st.Degraded, "seed %d", seed)
 	if policy != raid.PolicyBitmap {
 		require.NotNil(t, st.Journal, "seed %d", seed)
-		assert.Equal(t, "journal", st.ConsistencyPolicy)
+		assert.Equal(t, "ppl", st.ConsistencyPolicy)
 	}
 	what := fmt.Sprintf("seed %d: %s missing roles %v after the crash (%v while writing)", seed, level, missing, roles[:failed])
 	if policy == raid.PolicyBitmap {

@@ -299,3 +299,18 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestParseConsistencyPolicy: "ppl" is the write-hole log (md's word for
+// what it now is), "journal" (its name in an earlier raidd) still parses
+// to it, and Status names it "ppl".
+func TestParseConsistencyPolicy(t *testing.T) {
+	for _, s := range []string{"ppl", "journal"} {
+		p, err := ParseConsistencyPolicy(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, PolicyJournal, p, s)
+		assert.Equal(t, "ppl", CanonicalConsistencyPolicy(s))
+	}
+	assert.Equal(t, "ppl", PolicyJournal.String())
+	_, err := ParseConsistencyPolicy("write-back")
+	assert.ErrorIs(t, err, ErrConfig)
+}

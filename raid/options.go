@@ -149,7 +149,7 @@ type CreateOptions struct {
 	// rewritten from redundancy. It cannot be changed later.
 	Checksums bool
 	// ConsistencyPolicy chooses how a crash is made safe: the zero value
-	// is "journal" for RAID5 and RAID6 and "bitmap" for the other levels.
+	// is "ppl" for RAID5 and RAID6 and "bitmap" for the other levels.
 	ConsistencyPolicy ConsistencyPolicy
 }
 
@@ -167,9 +167,11 @@ const (
 	// missing (or that leaves one missing) can corrupt data the crashed
 	// writes did not touch.
 	PolicyBitmap
-	// PolicyJournal adds the write-hole journal to the bitmap: every
-	// partial-stripe row write is recorded on its parity members' log areas
-	// before it reaches data or parity, and replayed at assembly.
+	// PolicyJournal ("ppl", md's partial parity log; "journal" is the name
+	// an earlier raidd gave it) adds the write-hole log to the bitmap:
+	// before a row write that can open the write hole reaches data or
+	// parity, the row's partial parity is recorded on its parity members'
+	// log areas, and assembly recomputes the parity from it (journal.go).
 	PolicyJournal
 )
 
@@ -180,26 +182,34 @@ func (p ConsistencyPolicy) String() string {
 	case PolicyBitmap:
 		return "bitmap"
 	case PolicyJournal:
-		return "journal"
+		return "ppl"
 	}
 	return fmt.Sprintf("ConsistencyPolicy(%d)", uint8(p))
 }
 
-// ParseConsistencyPolicy parses "bitmap" or "journal" (and "" as
-// PolicyDefault). md's "ppl" is refused with a message that says what
-// raidd offers instead; any other word wraps ErrConfig too.
+// CanonicalConsistencyPolicy returns the name Status and examine use for
+// a consistency policy named s: "ppl" for "journal" (what an earlier
+// raidd called the write-hole log), s otherwise.
+func CanonicalConsistencyPolicy(s string) string {
+	if s == "journal" {
+		return "ppl"
+	}
+	return s
+}
+
+// ParseConsistencyPolicy parses "bitmap" or "ppl" ("journal", its name in
+// an earlier raidd, too), and "" as PolicyDefault; any other word wraps
+// ErrConfig.
 func ParseConsistencyPolicy(s string) (ConsistencyPolicy, error) {
 	switch s {
 	case "":
 		return PolicyDefault, nil
 	case "bitmap":
 		return PolicyBitmap, nil
-	case "journal":
+	case "ppl", "journal":
 		return PolicyJournal, nil
-	case "ppl":
-		return 0, fmt.Errorf("%w: consistency policy \"ppl\" (md's partial parity log) is not implemented: raidd closes the RAID5/RAID6 write hole with \"journal\", a log of partial-stripe writes on the members that full-stripe writes skip; use journal (the default for RAID5 and RAID6) or bitmap (no write-hole protection)", ErrConfig)
 	}
-	return 0, fmt.Errorf("%w: consistency policy %q is not bitmap or journal", ErrConfig, s)
+	return 0, fmt.Errorf("%w: consistency policy %q is not ppl (the partial parity log that closes the RAID5/RAID6 write hole, their default) or bitmap (no write-hole protection)", ErrConfig, s)
 }
 
 // Validate reports every problem at once.

@@ -41,7 +41,7 @@ type Status struct {
 	// Checksums describes the per-block checksums; nil without them.
 	Checksums *ChecksumStatus `json:"checksums,omitempty"`
 	// ConsistencyPolicy says in md's words what keeps redundancy right
-	// across a crash: "journal" (bitmap plus the write-hole journal of a
+	// across a crash: "ppl" (bitmap plus the partial parity log of a
 	// RAID5 or RAID6), "bitmap", "resync" (no bitmap: a crash resyncs
 	// everything) or "none" (no redundancy).
 	ConsistencyPolicy string         `json:"consistency_policy"`
@@ -102,8 +102,8 @@ type StripeCacheStatus struct {
 	Bypassed         int64 `json:"bypassed"`
 }
 
-// JournalStatus describes the write-hole journal (consistency policy
-// "journal"): the log area on each member, the partial-stripe row writes
+// JournalStatus describes the write-hole log (consistency policy "ppl",
+// a partial parity log): the log area on each member, the row writes
 // recorded and the bytes that cost (on every log written: two per record
 // on RAID6), the checkpoints taken, and the records replayed at assembly.
 type JournalStatus struct {
@@ -115,12 +115,12 @@ type JournalStatus struct {
 }
 
 // ConsistencyPolicyOf names, in md's words, what keeps the redundancy of
-// the array a superblock describes right across a crash: "journal" (a
+// the array a superblock describes right across a crash: "ppl" (a
 // write-hole log area), "bitmap", "resync" (no bitmap) or "none" (RAID0).
 func ConsistencyPolicyOf(m *superblock.Meta) string {
 	switch {
 	case m.LogLength != 0:
-		return "journal"
+		return "ppl"
 	case m.Level == 0:
 		return "none"
 	case m.BitmapRegion != 0:

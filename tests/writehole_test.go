@@ -34,7 +34,7 @@ func TestWriteHoleAfterCrash(t *testing.T) {
 	src, want := writeRandomFile(t, t.TempDir(), region, 711)
 	mustRun(t, "nbdcopy", "--flush", src, uri)
 	st := srv.status(t, arr.name)
-	require.Equal(t, "journal", st.ConsistencyPolicy, "RAID5's default consistency policy")
+	require.Equal(t, "ppl", st.ConsistencyPolicy, "RAID5's default consistency policy")
 
 	// 4 KiB at the start of every row of [32M, 48M), over and over.
 	fio := exec.Command("fio", "--name=hole", "--ioengine=nbd", "--uri="+uri,

@@ -147,8 +147,8 @@ type ArrayConfig struct {
 	// (raid.Options.StripeCacheDelay); 0 means 5ms.
 	StripeCacheDelay time.Duration `mapstructure:"stripe_cache_delay"`
 	// ConsistencyPolicy, when set, is what the superblocks must say keeps
-	// the array consistent across a crash (journal, bitmap, resync or
-	// none); it is chosen at create time (create --consistency-policy),
+	// the array consistent across a crash (ppl, bitmap, resync or none;
+	// journal, the name an earlier raidd used, means ppl); it is chosen at create time (create --consistency-policy),
 	// so a mismatch refuses to serve the array rather than silently
 	// running without the protection the configuration expects.
 	ConsistencyPolicy string `mapstructure:"consistency_policy"`
@@ -460,7 +460,7 @@ func (c *Config) Validate() error {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))
 		}
 		switch a.ConsistencyPolicy {
-		case "", "journal", "bitmap", "resync", "none":
+		case "", "ppl", "journal", "bitmap", "resync", "none":
 		default:
 			if _, err := raid.ParseConsistencyPolicy(a.ConsistencyPolicy); err != nil {
 				bad("%s: consistency_policy: %v", where, err)

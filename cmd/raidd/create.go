@@ -40,12 +40,13 @@ served from the other copy or parity and rewritten, and counted in
 'raidd status'. On RAID0 such a read fails with EIO. It is chosen here and
 cannot be changed later.
 
-RAID5 and RAID6 also keep a write-hole journal (--consistency-policy
-journal, the default): each partial-stripe write is logged on its parity
-members before it reaches data and parity, so a crash while a member is
-missing, or one that leaves a member missing, cannot corrupt data the
-write did not touch. It takes a log area after the header on every
-member. --consistency-policy bitmap leaves the hole open.
+RAID5 and RAID6 also keep a partial parity log (--consistency-policy ppl,
+the default): before a partial-stripe write reaches data and parity, the
+parity of the data it leaves alone is logged on the row's parity members,
+so a crash while a member is missing, or one that leaves a member
+missing, cannot corrupt data the write did not touch. It takes a log area
+after the header on every member. --consistency-policy bitmap leaves the
+hole open.
 
 Afterwards, add the array to the configuration of 'raidd serve'; create
 prints a snippet to paste.`,
@@ -63,7 +64,7 @@ prints a snippet to paste.`,
 	spares := fs.StringArray("spare", nil, "spare member `path` (repeatable)")
 	bitmap := fs.String("bitmap-region", "", "write-intent bitmap `size` covered by one bit, or none (default 64MiB)")
 	checksums := fs.Bool("checksums", false, "keep a CRC32C of every 4KiB block: reads are verified and bad blocks rewritten from redundancy (RAID0: the read fails)")
-	policy := fs.String("consistency-policy", "", "`policy` across a crash: journal (RAID5/6 default: closes the write hole) or bitmap")
+	policy := fs.String("consistency-policy", "", "`policy` across a crash: ppl (RAID5/6 default: a partial parity log closes the write hole) or bitmap")
 	keys := logFlags(fs)
 
 	cmd.RunE = func(cmd *cobra.Command, paths []string) error {

@@ -1,7 +1,7 @@
 // Command raidd combines regular files and block devices into RAID 0, 1, 5
 // and 10 arrays and exports each array over NBD.
 //
-//	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--checksums] [--consistency-policy journal|bitmap] [--force] MEMBER...
+//	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--checksums] [--consistency-policy ppl|bitmap] [--force] MEMBER...
 //	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--allow-remote-plaintext] [--tls MODE --tls-cert F --tls-key F [--tls-ca F]] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict] [--force-assemble]
 //	              [--name NAME] [--read-only] [--direct] [--write-mostly PATH]... [--rebuild-min-rate RATE] [--rebuild-max-rate RATE] [MEMBER...]
 //	raidd demo    [--dir DIR] [--listen ADDR]... [--size SIZE] [--control PATH] [--on-event CMD]

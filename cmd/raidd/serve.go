@@ -643,7 +643,7 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		case m.Name != ac.Name:
 			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the array name or the member list",
 				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
-		case ac.ConsistencyPolicy != "" && raid.ConsistencyPolicyOf(m) != ac.ConsistencyPolicy:
+		case ac.ConsistencyPolicy != "" && raid.ConsistencyPolicyOf(m) != raid.CanonicalConsistencyPolicy(ac.ConsistencyPolicy):
 			errs = append(errs, fmt.Errorf("%s: array %q was created with consistency policy %s, and the configuration says %s; the policy is chosen at create time ('raidd create --consistency-policy'): fix consistency_policy or remove it",
 				d.Path, ac.Name, raid.ConsistencyPolicyOf(m), ac.ConsistencyPolicy))
 		case d.WriteMostly && !hasMirrors(stripe.Level(m.Level)):

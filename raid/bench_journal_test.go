@@ -14,17 +14,22 @@ import (
 	"github.com/raidd/raidd/stripe"
 )
 
-// BenchmarkWriteHole measures what the write-hole journal costs: the same
-// workload on the same shape with consistency policy bitmap (no journal)
-// and journal, in the same run. bench/writehole.sh prints the ratios.
+// BenchmarkWriteHole measures what the write-hole log (a partial parity
+// log) costs: the same workload on the same shape with consistency policy
+// bitmap (no log) and ppl, one after the other in the same run.
+// bench/writehole.sh prints the ratios.
 //
 //   - seq-1M: sequential 1 MiB writes on a healthy array (mostly full
 //     rows, which write no record; the rows at each end are partial);
 //   - seq-64K: sequential 64 KiB writes on a healthy array, each a
-//     partial row;
+//     partial row, with no stripe cache (Options.StripeCache 0);
+//   - seq-64K-cache: the same with the stripe cache raidd serve uses
+//     (DefaultStripeCache), which gathers them into full stripes;
 //   - rand-4K: 4 KiB writes at random aligned offsets on a healthy array;
 //   - degraded-rand-4K and degraded-seq-64K: the same with member 0
-//     failed (RAID6: members 0 and 1), the case the journal exists for.
+//     failed (RAID6: members 0 and 1), the case the log exists for
+//     (degraded-seq-64K without the stripe cache: each write a partial
+//     row).
 //
 // Members are memory (their Sync costs nothing): the numbers are the CPU
 // and memory traffic of recording; on disks the sync that orders a record
@@ -38,14 +43,16 @@ func BenchmarkWriteHole(b *testing.B) {
 		size    int64
 		random  bool
 		missing int
+		cache   bool
 	}
 	for _, s := range []benchShape{{stripe.RAID5, 4}, {stripe.RAID6, 6}} {
 		for _, w := range []workload{
-			{"seq-1M", 1 << 20, false, 0},
-			{"seq-64K", 64 << 10, false, 0},
-			{"rand-4K", 4 << 10, true, 0},
-			{"degraded-rand-4K", 4 << 10, true, 1},
-			{"degraded-seq-64K", 64 << 10, false, 1},
+			{"seq-1M", 1 << 20, false, 0, false},
+			{"seq-64K", 64 << 10, false, 0, false},
+			{"seq-64K-cache", 64 << 10, false, 0, true},
+			{"rand-4K", 4 << 10, true, 0, false},
+			{"degraded-rand-4K", 4 << 10, true, 1, false},
+			{"degraded-seq-64K", 64 << 10, false, 1, false},
 		} {
 			missing := w.missing
 			if missing > 0 && s.level == stripe.RAID6 {
@@ -57,7 +64,11 @@ func BenchmarkWriteHole(b *testing.B) {
 					for i := 0; i < s.n; i++ {
 						devs = append(devs, raid.Device{Path: fmt.Sprint("mem", i), Member: member.NewMemory(memberSizeFor(benchChunk, 512))})
 					}
-					a, err := raid.Create(devs, raid.CreateOptions{Name: "bench", Level: s.level, Chunk: benchChunk, ConsistencyPolicy: policy}, raid.Options{CleanDelay: -1, KeepZeroes: true})
+					opts := raid.Options{CleanDelay: -1, KeepZeroes: true}
+					if w.cache {
+						opts.StripeCache = raid.DefaultStripeCache
+					}
+					a, err := raid.Create(devs, raid.CreateOptions{Name: "bench", Level: s.level, Chunk: benchChunk, ConsistencyPolicy: policy}, opts)
 					require.NoError(b, err)
 					b.Cleanup(func() { a.Close() })
 					// Fill the array, so that degraded reads reconstruct real data.

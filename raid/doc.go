@@ -44,11 +44,14 @@
 //     crash loses cached data that no Sync or FUA covered, never what
 //     they made durable, and a failed member loses nothing: the data is in
 //     memory and is written around it.
-//   - journal.go is the write-hole journal of RAID5 and RAID6
-//     (consistency policy "journal"): a parity Layout brackets each row
-//     write with Op.BeginRow and Op.EndRow and calls Op.JournalRow before
-//     it runs the row's writes; partial-stripe rows are recorded on the
-//     parity members' log areas and replayed by Assemble.
+//   - journal.go is the write-hole log of RAID5 and RAID6, a partial
+//     parity log (consistency policy "journal"): a parity Layout brackets
+//     each row write with Op.BeginRow and Op.EndRow, asks Op.PlanRowLog
+//     before it reads whether the row needs a record, and calls Op.LogRow
+//     with the row's partial parity before it runs the row's writes; the
+//     records go to the parity members' log areas, and Assemble replays
+//     them by recomputing the parity (journal_v1.go replays the redo log
+//     an older raidd wrote).
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in
@@ -113,11 +116,13 @@
 //	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu, stripeCache.mu
 //	stripe locks (ascending) → journal.mu → commitMu → ...; journal.mu → journal.wmu → journal.synced[m].mu; journal.rowsMu is a leaf
 //
-// journal.mu is the write-hole journal's (journal.go): a parity row write
+// journal.mu is the write-hole log's (journal.go): a parity row write
 // holds it shared from Op.BeginRow to Op.EndRow, under the stripe locks;
 // a checkpoint holds it exclusively, taken by a row write before it takes
-// the lock shared, never while it holds it. Nothing takes it while holding
-// commitMu or cfgMu.
+// the lock shared, never while it holds it; Sync and a FUA write hold it
+// exclusively while the members sync (a FUA write under its stripe locks,
+// after its rows' EndRow). Nothing takes it while holding commitMu or
+// cfgMu.
 //
 // The stripe locks (stripe.Locks) serialize work on a stripe. bitmap.mu
 // serializes write-intent bitmap updates. commitMu serializes changes of the

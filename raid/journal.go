@@ -477,6 +477,7 @@ type RowLog struct {
 	// when that parity is not logged (its member is not written).
 	P, Q []byte
 
+	own         []Span // the write's own spans (the caller's slice)
 	row, lo, hi int64
 	pm, qm      int
 	logP, logQ  bool
@@ -489,7 +490,7 @@ type RowLog struct {
 // valid until the next call.
 func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	rl := &op.rowLog
-	*rl = RowLog{W: rl.W[:0], row: row, lo: lo, hi: hi, pm: -1, qm: -1}
+	*rl = RowLog{W: rl.W[:0], own: own, row: row, lo: lo, hi: hi, pm: -1, qm: -1}
 	j := op.a.journal
 	if j == nil || !op.inRow {
 		return rl
@@ -680,12 +681,13 @@ func (op *Op) LogRow(rl *RowLog) error {
 		op.dropBatch(op.rowMark)
 		return err
 	}
-	j.keep(rl.row, rl.W)
+	j.keep(rl.row, rl.own)
 	op.journaled = true
 	return nil
 }
 
-// keep records that row has a record in this epoch, which wrote w.
+// keep records that row has a record in this epoch, whose write wrote w
+// (the spans of W it did not write are kept already).
 func (j *journal) keep(row int64, w []Span) {
 	j.rowsMu.Lock()
 	defer j.rowsMu.Unlock()

@@ -32,15 +32,21 @@
 //
 // # The write hole
 //
-// Each row write runs between Op.BeginRow and Op.EndRow. Once its member
-// writes are queued, and before they run, Op.JournalRow records them in
-// the log area of the row's parity member when the array keeps the
-// write-hole journal (consistency policy "journal", the default) and the
-// row is partial: some data chunk does not cover the written range
-// [Lo, Hi). A full-stripe row (every data chunk covers the range) records
-// nothing, unless the row already has a record in the journal's epoch.
-// With the parity member missing there is no parity to tear, and nothing
-// is recorded. See raid/journal.go and the README.
+// Each row write runs between Op.BeginRow and Op.EndRow. Before it reads,
+// Op.PlanRowLog says whether the row needs a record in the write-hole log
+// (consistency policy "journal", the default: a partial parity log) and
+// which data bytes the record treats as written (W: the write's own, and
+// those of earlier writes to the row not yet durable; when W holds bytes
+// the write does not write, the plan is a reconstruct-write, which reads
+// them). Once the new parity is computed and the member writes are
+// queued, and before they run, the Layout sets the partial parity
+// P' = P + (the current data of W), the XOR of the data the write leaves
+// alone over [Lo, Hi), and Op.LogRow appends it to the log area of the
+// row's parity member. A full-stripe row (W covers the range) records
+// nothing, unless the row already has a record in the log's epoch (then a
+// record with zero partial parity); with the parity member missing there
+// is no parity to tear, and nothing is recorded. See raid/journal.go and
+// the README.
 //
 // # Discards
 //

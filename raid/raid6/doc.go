@@ -40,14 +40,15 @@
 //
 // # The write hole
 //
-// Each row write runs between Op.BeginRow and Op.EndRow. Once its member
-// writes are queued, and before they run, Op.JournalRow records them in
-// the log areas of the row's P and Q members (both, so one survives the
-// loss of the other) when the array keeps the write-hole journal
-// (consistency policy "journal", the default) and the row is partial:
-// some data chunk does not cover the written range [Lo, Hi). Full-stripe
-// rows record nothing, unless the row already has a record in the
-// journal's epoch. See raid/journal.go and the README.
+// Each row write runs between Op.BeginRow and Op.EndRow, with the
+// write-hole log (consistency policy "journal", the default: a partial
+// parity log) planned by Op.PlanRowLog before it reads, as in raid5. The
+// record holds both partial parities, P' = P + (the current data of W) and
+// Q' = Q + (the sum of 2^i times data index i's current bytes in W), both
+// computed in one pass (accumulate), and goes to the log areas of the
+// row's P and Q members (both, so one survives the loss of the other).
+// Full-stripe rows record nothing, unless the row already has a record in
+// the log's epoch. See raid/journal.go and the README.
 //
 // # Discards
 //

@@ -1,6 +1,10 @@
 package raid
 
-import "github.com/raidd/raidd/raid/internal/clock"
+import (
+	"hash/crc32"
+
+	"github.com/raidd/raidd/raid/internal/clock"
+)
 
 // WithClock returns o with the array's time source set to c (tests only):
 // the rebuild rate limiter, the clean marking and the rebuild checkpoints
@@ -46,4 +50,33 @@ func (a *Array) ChecksumsSummed() int64 {
 		}
 	}
 	return n
+}
+
+// LegacyPiece is one member write of a version 1 write-hole log record
+// (tests only): bytes at a data-region offset of a role.
+type LegacyPiece struct {
+	Role int
+	Off  int64
+	Data []byte
+}
+
+// LegacyLog returns a log area's first bytes as the previous raidd wrote
+// them (log format version 1, a redo log): the header block of epoch and
+// one record of the given pieces (tests only).
+func LegacyLog(uuid [16]byte, epoch, seq uint64, row int64, pieces []LegacyPiece) []byte {
+	ps := make([]piece, len(pieces))
+	for i, p := range pieces {
+		ps[i] = piece{role: p.Role, kind: pieceData, off: p.Off, n: int64(len(p.Data)), data: p.Data}
+	}
+	b := append(encodeLogHeaderV1(uuid, epoch), appendRecord(nil, epoch, seq, row, ps)...)
+	return append(b, make([]byte, roundUp(int64(len(b)), recAlign)-int64(len(b)))...)
+}
+
+// FutureLogHeader returns a log header block of a format version this
+// build does not know (tests only).
+func FutureLogHeader(uuid [16]byte, epoch uint64) []byte {
+	b := encodeLogHeader(uuid, epoch)
+	le.PutUint32(b[36:], logV2+1)
+	le.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
+	return b
 }

@@ -1021,6 +1021,17 @@ func (j *journal) replay(v *View, recs []pplRecord) (int64, error) {
 			raw.devs[m] = rawDev(d)
 		}
 	}
+	// A member being rebuilt holds its rows below the rebuild checkpoint
+	// (rebuilt, synced, and written by every write since): its bytes there
+	// are current data, as a readable member's are. Elsewhere it holds
+	// nothing yet and, like a missing member, is what the parity says.
+	rebuildRole, rebuilt := int(j.a.meta.RebuildRole), int64(j.a.meta.RebuildCheckpoint)/chunk
+	holds := func(m int, row int64) bool {
+		if raw.devs[m] == nil {
+			return false
+		}
+		return v.readable&(1<<uint(m)) != 0 || (m == rebuildRole && v.writable&(1<<uint(m)) != 0 && row < rebuilt)
+	}
 	for i, r := range recs {
 		if i > 0 && r.seq == recs[i-1].seq {
 			continue
@@ -1052,8 +1063,8 @@ func (j *journal) replay(v *View, recs []pplRecord) (int64, error) {
 		base := v.dataOff + r.row*chunk
 		for _, s := range r.spans {
 			cur = slices.Grow(cur[:0], int(s.b-s.a))[:s.b-s.a]
-			if d := raw.devs[s.role]; d != nil && v.readable&(1<<uint(s.role)) != 0 {
-				if _, err := d.ReadAt(cur, base+s.a); err != nil {
+			if holds(s.role, r.row) {
+				if _, err := raw.devs[s.role].ReadAt(cur, base+s.a); err != nil {
 					return count, fmt.Errorf("%w: replay record %d: read member %d: %w", ErrJournal, r.seq, s.role, err)
 				}
 			} else if err := j.readArray(&raw, cur, (r.row*dk+int64(s.index))*chunk+s.a); err != nil {

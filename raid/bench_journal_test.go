@@ -29,7 +29,7 @@ import (
 //   - degraded-rand-4K and degraded-seq-64K: the same with member 0
 //     failed (RAID6: members 0 and 1), the case the log exists for
 //     (degraded-seq-64K without the stripe cache: each write a partial
-//     row).
+//     row; degraded-seq-64K-cache with it, as raidd serve runs).
 //
 // Members are memory (their Sync costs nothing): the numbers are the CPU
 // and memory traffic of recording; on disks the sync that orders a record
@@ -53,6 +53,7 @@ func BenchmarkWriteHole(b *testing.B) {
 			{"rand-4K", 4 << 10, true, 0, false},
 			{"degraded-rand-4K", 4 << 10, true, 1, false},
 			{"degraded-seq-64K", 64 << 10, false, 1, false},
+			{"degraded-seq-64K-cache", 64 << 10, false, 1, true},
 		} {
 			missing := w.missing
 			if missing > 0 && s.level == stripe.RAID6 {

@@ -491,7 +491,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 	}
 	if a.journal != nil {
-		// Replay the write-hole journal before anything reads or resyncs.
+		// Replay the write-hole log before anything reads or resyncs.
 		if err := a.journal.open(unclean); err != nil {
 			a.Close()
 			return nil, fmt.Errorf("raid: assemble %q: %w", meta.Name, err)
@@ -522,7 +522,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
 		if a.journal != nil {
-			a.log.Info("unclean shutdown while degraded: the write-hole journal replayed the partial-stripe writes in flight; no data they did not write was lost", "records", a.journal.replayed)
+			a.log.Info("unclean shutdown while degraded: the partial parity log recomputed the parity of the rows being written; no data those writes did not touch was lost", "records", a.journal.replayed)
 		} else {
 			a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (write hole: consistency policy bitmap); data on surviving members is intact")
 		}

@@ -164,7 +164,7 @@ func (a *Array) persistBitmap() error {
 				defer wg.Done()
 				_, err := d.WriteAt(img, superblock.BitmapOffset)
 				if err == nil {
-					err = d.Sync()
+					err = syncWrites(d)
 				}
 				mu.Lock()
 				defer mu.Unlock()

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	randv2 "math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/raid/superblock"
@@ -382,4 +384,65 @@ func TestChecksumMirrorCRCOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// areaCounter counts writes that reach [lo, hi) of a memory member (the
+// checksum area, once the superblock says where it is).
+type areaCounter struct {
+	*member.Memory
+	lo, hi atomic.Int64
+	writes atomic.Int64
+}
+
+func (c *areaCounter) WriteAt(p []byte, off int64) (int, error) {
+	if off < c.hi.Load() && off+int64(len(p)) > c.lo.Load() {
+		c.writes.Add(1)
+	}
+	return c.Memory.WriteAt(p, off)
+}
+
+// TestChecksumPagesNotWrittenPerJournalRecord: partial-stripe writes to a
+// RAID5 with checksums and its write-hole journal sync a journal record
+// each, and that sync does not write the checksum pages back: they stay
+// cached until a FLUSH (Sync), which writes them. Before, every record's
+// sync wrote the dirty pages, one more write per member per client write.
+func TestChecksumPagesNotWrittenPerJournalRecord(t *testing.T) {
+	const chunk, rows, n = 64 << 10, 64, 4
+	var devs []raid.Device
+	var ctrs []*areaCounter
+	for i := 0; i < n; i++ {
+		c := &areaCounter{Memory: member.NewMemory(dataOffsetOf(stripe.RAID5, n, chunk) + 64<<10 + chunk*rows)}
+		ctrs = append(ctrs, c)
+		devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
+	}
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "c", Level: stripe.RAID5, Chunk: chunk, Checksums: true}, raid.Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	require.Equal(t, "journal", a.Status().ConsistencyPolicy, "this test is about the journal's syncs")
+	for _, c := range ctrs {
+		sb, err := superblock.Read(c.Memory)
+		require.NoError(t, err)
+		c.lo.Store(int64(sb.ChecksumOffset))
+		c.hi.Store(int64(sb.ChecksumOffset + sb.ChecksumLength))
+	}
+	p := make([]byte, 4096)
+	rng := randv2.New(randv2.NewPCG(5, 6))
+	for i := 0; i < 40; i++ {
+		for j := range p {
+			p[j] = byte(rng.Uint32())
+		}
+		_, err := a.WriteAt(p, rng.Int64N(a.Size()/4096)*4096)
+		require.NoError(t, err)
+	}
+	written := int64(0)
+	for _, c := range ctrs {
+		written += c.writes.Load()
+	}
+	assert.Zero(t, written, "checksum pages written before any FLUSH")
+	require.Greater(t, a.Status().Journal.Records, int64(0), "the writes were journaled")
+	require.NoError(t, a.Sync())
+	for _, c := range ctrs {
+		written += c.writes.Load()
+	}
+	assert.Positive(t, written, "a FLUSH writes the checksum pages back")
 }

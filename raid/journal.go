@@ -804,7 +804,7 @@ func (j *journal) syncTo(dev Member, m int, upto uint64) error {
 	j.wmu.Lock()
 	target := j.written[m]
 	j.wmu.Unlock()
-	if err := dev.Sync(); err != nil {
+	if err := syncWrites(dev); err != nil {
 		return err
 	}
 	s.done = target

@@ -817,6 +817,14 @@ func (d *Dev) Sync() error {
 	return d.inner.Sync()
 }
 
+// SyncData syncs the wrapped device without writing dirty checksum pages
+// back first: for a caller that needs only its own writes durable (a
+// journal record, a bitmap image), not the checksums of data written
+// before. Those stay cached until Sync; after a crash the blocks they
+// cover lie in regions the write-intent bitmap still marks dirty, because
+// a region is marked clean only after a Sync.
+func (d *Dev) SyncData() error { return d.inner.Sync() }
+
 // Seal reads data-region bytes [rel, rel+n) and recomputes the checksum of
 // every block there that does not match its entry (resync after a crash:
 // the data is what was written or what was there before, and either is

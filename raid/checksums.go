@@ -150,8 +150,9 @@ func (op *Op) releaseSums() {
 }
 
 // syncWrites makes the writes already done on dev durable, for a caller
-// that needs only its own metadata on disk: a write-hole journal record
-// before the row's writes, a bitmap image before writes to its regions.
+// that needs only its own metadata on disk: a write-hole log record before
+// the row's writes, the log's checkpoint (the writes its records describe,
+// then its new header), a bitmap image before writes to its regions.
 // On a checksum wrapper it does not write the dirty checksum pages back:
 // they are written by the next full Sync (FLUSH, FUA, the clean marking),
 // and until a region is marked clean after such a Sync the bitmap covers

@@ -858,7 +858,7 @@ func (j *journal) syncAll(op *Op, v *View, hdr []byte) {
 					return
 				}
 			}
-			errs[m], kinds[m] = d.Sync(), ioSync
+			errs[m], kinds[m] = syncWrites(d), ioSync
 		}()
 	}
 	wg.Wait()

@@ -376,6 +376,18 @@ func isZero(p []byte) bool {
 
 var zeroPage [64 << 10]byte
 
+// dropQueued forgets member I/O that was queued but never run: a Layout
+// that returns an error part way through planning (a second member found
+// unreadable while the reads of a reconstruction were being queued) leaves
+// it behind. Run must never issue it later, into buffers its caller has
+// taken back (a pooled Op's next request ran a stale read into the buffer
+// of the request after it: TestStaleQueuedReadDropped).
+func (op *Op) dropQueued() {
+	clear(op.batch)
+	op.batch = op.batch[:0]
+	op.rowMark = 0
+}
+
 // Run executes the queued member I/O in parallel and clears the queue. It
 // returns the number of operations that failed; each failed member is
 // recorded on the op and is no longer Readable or Writable in it.
@@ -680,6 +692,7 @@ func (op *Op) memberErrors() error {
 }
 
 func (op *Op) reset() {
+	op.dropQueued()
 	for _, b := range op.bufs {
 		op.a.bufPool.Put(b)
 	}

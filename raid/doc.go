@@ -24,7 +24,8 @@
 //     construction and lifecycle: enter/leave, background jobs, Close),
 //     io.go (the I/O entry points), commit.go (superblock commits and member
 //     failures), dirty.go (the dirty/clean protocol), resync.go, check.go,
-//     recovery.go (rebuild and replace), manage.go (member commands),
+//     recovery.go (rebuild and replace), window.go (the windows of rows
+//     that scrub, rebuild and replace work in), manage.go (member commands),
 //     assemble.go (Create and Assemble), status.go and snapshot.go (Status),
 //     memberstats.go (per-device I/O error and repair counters, which
 //     Op.Run keeps without a lock through the View).
@@ -156,8 +157,16 @@
 // StartScrub runs the same check as a background job (scrub.go): at the
 // rebuild rate limits, skipping rows that are holes on every member,
 // checkpointed in the superblocks (Meta.Scrub) and resumed by the next
-// assembly, and started by a schedule (Options.ScrubInterval). Each row is
-// checked under its shared stripe locks; with repair, a row found
+// assembly, and started by a schedule (Options.ScrubInterval). It works,
+// as rebuild and replace do, in windows of rows (window.go): the stripe
+// locks of a window are taken once, each member is read for the whole
+// window in one request (all members in parallel; the job's two workers
+// keep one window's reads in flight while the other is compared), and the
+// Layout's per-row Check or Rebuild finds its reads served from those
+// buffers (Op.Read); a rebuild's or replace's writes to its targets are
+// gathered and written at the end of the window. Under a rate limit the
+// windows shrink to 1/64 s of it, so a limited job moves in small steps.
+// Each row is checked under its shared stripe locks; with repair, a row found
 // inconsistent is checked again as a write step (exclusive locks, the array
 // marked dirty) with Op.Repairing set, and the Layout rewrites what is
 // wrong. Layouts report each disagreement with Op.Mismatch: the member,

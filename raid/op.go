@@ -202,6 +202,10 @@ type Op struct {
 	// several members (checksums.go); the first nSums are in use.
 	sums  []*integrity.Shared
 	nSums int
+
+	// win, for one row of a background job's window (window.go), serves
+	// reads from what the window read and gathers writes to its targets.
+	win *window
 }
 
 // Geometry returns the geometry of the array.
@@ -259,6 +263,9 @@ func (op *Op) Buf(n int64) []byte {
 func (op *Op) Zeroes(n int64) []byte { return op.a.zero[:n] }
 
 func (op *Op) queue(kind ioKind, m int, p []byte, off, n int64) {
+	if op.win != nil && kind != ioRead {
+		op.win.invalidate(m, op.v.devs[m], off-op.v.dataOff, n)
+	}
 	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.devs[m], p: p, off: off, n: n})
 	if kind != ioRead && op.v.repl[m] != nil && op.replFailed&(1<<uint(m)) == 0 {
 		op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.repl[m], p: p, off: off, n: n, repl: true})
@@ -301,6 +308,9 @@ func (op *Op) RepairExtents(exts []stripe.Extent, p []byte) {
 
 // Read queues a read of len(p) bytes at data-region offset off of member m.
 func (op *Op) Read(m int, p []byte, off int64) {
+	if op.win != nil && op.win.readFrom(op, m, p, off) {
+		return
+	}
 	op.queue(ioRead, m, p, op.v.dataOff+off, int64(len(p)))
 }
 
@@ -311,6 +321,11 @@ func (op *Op) Read(m int, p []byte, off int64) {
 // reads back exactly p, so mirrors and parity stay consistent.
 func (op *Op) Write(m int, p []byte, off int64) {
 	op.touched |= 1 << uint(m)
+	if op.win != nil {
+		if t := op.win.target(op, m, false); t != nil && t.gatherWrite(op.win, p, off) {
+			return
+		}
+	}
 	if op.noElide || !op.a.zeroElide || len(p) < elideMin {
 		op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
 		return
@@ -356,6 +371,11 @@ func (op *Op) Write(m int, p []byte, off int64) {
 // member cannot discard, zeroes are written instead.
 func (op *Op) Discard(m int, off, n int64) {
 	op.touched |= 1 << uint(m)
+	if op.win != nil {
+		if t := op.win.target(op, m, false); t != nil && t.gatherDiscard(op.win, off, n) {
+			return
+		}
+	}
 	op.queue(ioDiscard, m, nil, op.v.dataOff+off, n)
 }
 
@@ -712,7 +732,7 @@ func (op *Op) reset() {
 	if op.inRow {
 		panic("raid: an Op ended between BeginRow and EndRow")
 	}
-	op.v = nil
+	op.v, op.win = nil, nil
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil
 	}

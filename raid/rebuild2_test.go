@@ -120,7 +120,12 @@ func advanceUntil(t *testing.T, a *raid.Array, clk *clock.Fake, cond func(raid.S
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond(a.Status()) {
 		require.True(t, time.Now().Before(deadline), "condition not reached: %+v", a.Status().Recovery)
-		if clk.WaitSleepers(1, time.Millisecond) {
+		// Once the job's workers and checkpointer all sleep (or, near the
+		// job's end, when a worker with no rows left does not come back,
+		// after a short wait): moving the clock while a worker is still
+		// running lets the other run ahead, and the job's position is the
+		// slower one's.
+		if clk.WaitSleepers(jobSleepers, 10*time.Millisecond) || clk.WaitSleepers(1, time.Millisecond) {
 			clk.AdvanceToNext()
 		}
 	}

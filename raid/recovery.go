@@ -57,6 +57,9 @@ type recovery struct {
 	lastOps  int64
 	lastBusy time.Time
 	next     time.Time // virtual clock of the rate limiter
+	// limit is the rate charge applied last (0: none); a job starts at the
+	// minimum rate.
+	limit int64
 }
 
 // roleTarget is one role a rebuild reconstructs and the device it writes.
@@ -195,6 +198,7 @@ func (a *Array) runJobAsyncLocked(j *recovery, detail string) bool {
 	ctx, cancel := context.WithCancel(a.ctx)
 	j.start, j.cancel = a.clock.Now(), cancel
 	j.lastOps = a.clientOps.Load() // only I/O from now on counts as clients being busy
+	j.limit = a.minRate
 	j.row.Store(j.first)
 	prevLast := a.lastJob
 	a.job, a.lastJob = j, j
@@ -213,8 +217,9 @@ func (a *Array) runJobAsyncLocked(j *recovery, detail string) bool {
 	return true
 }
 
-// runJob runs the job's workers; worker w does rows first+w, first+w+W, ...
-// The job's position (for status and checkpoints) is the slowest worker's.
+// runJob runs the job's workers; they take windows of rows in order
+// (window.go). The job's position (for status and checkpoints) is the
+// slowest worker's.
 func (a *Array) runJob(ctx context.Context, j *recovery) {
 	a.seedBitmap(j)
 	rows := a.geo.Rows()
@@ -224,7 +229,9 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 		wg      sync.WaitGroup
 		failMu  sync.Mutex
 		failure string
+		next    atomic.Int64
 	)
+	next.Store(first)
 	low := func() int64 {
 		m := rows
 		for w := range prog {
@@ -233,49 +240,60 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 		return m
 	}
 	for w := 0; w < jobWorkers; w++ {
-		prog[w].Store(first + int64(w))
+		prog[w].Store(first)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for row := first + int64(w); row < rows; {
-				if ctx.Err() != nil {
+			win := newWindow(a)
+			var learned uint64
+			for {
+				size := a.windowFor(j)
+				lo := next.Add(size) - size
+				if lo >= rows {
+					prog[w].Store(rows)
 					return
 				}
-				if j.regions != nil && !j.regions[row>>a.bitmap.rowShift] {
-					row += jobWorkers // a re-add skips rows the bitmap says it holds
-					prog[w].Store(row)
-					j.row.Store(low())
-					continue
-				}
-				a.throttle(ctx, j)
-				moved, err := a.jobStep(j, row)
-				a.charge(j, moved)
-				j.moved.Add(moved)
-				if errors.Is(err, errJobChanged) {
-					a.cfgMu.Lock()
-					current := a.job == j
-					a.cfgMu.Unlock()
-					if current {
-						continue // the job turned from replace into rebuild: redo the row
+				hi := min(lo+size, rows)
+				prog[w].Store(lo)
+				for lo < hi {
+					if ctx.Err() != nil {
+						return
 					}
-					return
+					if !j.wants(a, lo, hi) {
+						lo = hi // a re-add skips rows the bitmap says it holds
+						break
+					}
+					a.throttle(ctx, j)
+					adv, worked, moved, err := a.jobWindow(j, win, &learned, lo, hi)
+					a.charge(j, moved)
+					j.moved.Add(moved)
+					j.done.Add(worked)
+					lo += adv
+					prog[w].Store(lo)
+					j.row.Store(low())
+					if errors.Is(err, errJobChanged) {
+						a.cfgMu.Lock()
+						current := a.job == j
+						a.cfgMu.Unlock()
+						if current {
+							continue // the job turned from replace into rebuild: redo the row
+						}
+						return
+					}
+					if errors.Is(err, ErrClosed) {
+						return // the array is closing: the checkpoint below records where we were
+					}
+					if err != nil {
+						failMu.Lock()
+						failure = err.Error()
+						failMu.Unlock()
+						j.cancel()
+						return
+					}
 				}
-				if errors.Is(err, ErrClosed) {
-					return // the array is closing: the checkpoint below records where we were
-				}
-				if err != nil {
-					failMu.Lock()
-					failure = err.Error()
-					failMu.Unlock()
-					j.cancel()
-					return
-				}
-				j.done.Add(1)
-				row += jobWorkers
-				prog[w].Store(row)
+				prog[w].Store(hi)
 				j.row.Store(low())
 			}
-			prog[w].Store(rows)
 		}()
 	}
 	// Checkpoint periodically while the workers run.
@@ -297,71 +315,184 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 	}
 }
 
-// jobStep does one row of a job under the row's stripe locks. It returns
-// the bytes the step read or wrote on its busiest member, for the rate
-// limiter: a row rebuilt as a hole costs nothing.
-func (a *Array) jobStep(j *recovery, row int64) (moved int64, err error) {
-	err = a.rowStep(row, true, func(op *Op) error {
-		op.cause = causeRebuild
-		defer func() { moved = op.busiest() }()
-		a.cfgMu.Lock()
-		current, kind := a.job == j, j.kind
-		a.cfgMu.Unlock()
-		if !current {
-			return errJobChanged
+// wants reports whether the job has any row of [lo, hi) to do: a re-add
+// only does the rows of its bitmap regions.
+func (j *recovery) wants(a *Array, lo, hi int64) bool {
+	if j.regions == nil {
+		return true
+	}
+	for r := lo >> a.bitmap.rowShift; r <= (hi-1)>>a.bitmap.rowShift; r++ {
+		if j.regions[r] {
+			return true
 		}
-		v := op.v
-		chunk := a.geo.Chunk()
-		switch kind {
-		case jobRebuild:
-			roles := make([]int, 0, 1+len(j.extra))
-			for _, t := range j.targets() {
-				if v.devs[t.role] != t.target.dev || !op.Writable(t.role) {
-					return errJobChanged
-				}
-				roles = append(roles, t.role)
+	}
+	return false
+}
+
+// jobWindow does member rows [lo, hi) of a job under the window's stripe
+// locks (window.go): the members the rows are rebuilt or copied from are
+// read once for the whole window, and the rows' writes to the job's
+// targets are written once at its end. learned is the set of roles the
+// previous window read (0: every readable one). It returns how many rows
+// from lo are done (fewer than hi-lo when it stopped with an error), how
+// many of them the job did (a re-add skips rows the bitmap says the
+// member holds), and the bytes moved on the busiest device, for the rate
+// limiter: a row rebuilt as a hole costs nothing.
+func (a *Array) jobWindow(j *recovery, win *window, learned *uint64, lo, hi int64) (adv, worked, moved int64, err error) {
+	unlock, err := a.lockRows(lo, hi, true)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer unlock()
+	a.cfgMu.Lock()
+	current, kind := a.job == j, j.kind
+	a.cfgMu.Unlock()
+	if !current {
+		return 0, 0, 0, errJobChanged
+	}
+	v := a.view.Load()
+	if v.failed {
+		return 0, 0, 0, ErrFailed
+	}
+	chunk := a.geo.Chunk()
+	var targets []windowTarget
+	var roles uint64
+	switch kind {
+	case jobRebuild:
+		skip := uint64(0)
+		for _, t := range j.targets() {
+			targets = append(targets, windowTarget{m: t.role, dev: t.target.dev})
+			skip |= 1 << uint(t.role)
+		}
+		roles = *learned & v.readable &^ skip
+		if roles == 0 {
+			roles = v.readable &^ skip
+		}
+	case jobReplace:
+		if v.repl[j.role] != nil {
+			targets = append(targets, windowTarget{m: j.role, dev: v.repl[j.role], repl: true})
+		}
+		roles = 1 << uint(j.role)
+	}
+	win.reset(lo, hi, targets)
+	if hi-lo > 1 {
+		// Only the rows with data are read.
+		has := func(row int64) bool {
+			if j.regions != nil && !j.regions[row>>a.bitmap.rowShift] {
+				return false
 			}
-			if !a.rowHasData(v, row, j.role) {
-				// Nothing was ever written here: the row reads as zeroes on
-				// every source, so a hole on the targets is the rebuilt row.
-				for _, r := range roles {
-					op.Discard(r, row*chunk, chunk)
-				}
-				op.Run()
-				return nil
+			if kind == jobReplace {
+				p, ok := v.devs[j.role].(dataProber)
+				return v.devs[j.role] != nil && (!ok || p.HasData(v.dataOff+row*chunk, chunk))
 			}
-			if len(roles) == 1 {
-				return a.layout.Rebuild(op, row, j.role)
-			}
-			if mr, ok := a.layout.(MultiRebuilder); ok {
-				return mr.RebuildMany(op, row, roles)
-			}
-			for _, r := range roles {
-				if err := a.layout.Rebuild(op, row, r); err != nil {
-					return err
-				}
-			}
-			return nil
-		case jobReplace:
-			if v.repl[j.role] != j.target.dev || v.devs[j.role] == nil {
+			return a.rowHasData(v, row, j.role)
+		}
+		r0, r1 := lo, hi
+		for r0 < r1 && !has(r0) {
+			r0++
+		}
+		for r1 > r0 && !has(r1-1) {
+			r1--
+		}
+		win.load(a, v, roles, r0, r1)
+	}
+	adv = 0
+	for row := lo; row < hi; row++ {
+		if j.regions != nil && !j.regions[row>>a.bitmap.rowShift] {
+			adv++
+			continue
+		}
+		op := a.windowOp(win)
+		op.cause = causeRebuild
+		if op.v.failed {
+			err = ErrFailed
+		} else {
+			err = a.jobRow(op, j, row)
+		}
+		a.endWindowOp(win, op)
+		if err != nil {
+			break
+		}
+		adv++
+		worked++
+	}
+	if win.read != 0 {
+		*learned = win.read
+	}
+	// The rows' writes to the targets, while the rows are still locked.
+	op := a.getOp()
+	op.locked, op.cause = true, causeRebuild
+	flushed := win.flush(op)
+	a.endWindowOp(win, op)
+	if !flushed {
+		// The rows gathered for a target that is gone are not on it: the
+		// job, if it goes on (a replace promoted to a rebuild), redoes
+		// the window.
+		return 0, 0, win.busiest(), errJobChanged
+	}
+	return adv, worked, win.busiest(), err
+}
+
+// jobRow does one row of a job on op, which holds the row's stripe locks
+// (in a window, its reads and its writes to the targets go through the
+// window).
+func (a *Array) jobRow(op *Op, j *recovery, row int64) error {
+	a.cfgMu.Lock()
+	current, kind := a.job == j, j.kind
+	a.cfgMu.Unlock()
+	if !current {
+		return errJobChanged
+	}
+	v := op.v
+	chunk := a.geo.Chunk()
+	switch kind {
+	case jobRebuild:
+		roles := make([]int, 0, 1+len(j.extra))
+		for _, t := range j.targets() {
+			if v.devs[t.role] != t.target.dev || !op.Writable(t.role) {
 				return errJobChanged
 			}
-			if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
-				op.batch = append(op.batch, ioReq{kind: ioDiscard, m: j.role, dev: v.repl[j.role], off: v.dataOff + row*chunk, n: chunk, repl: true})
-				op.Run()
-				return nil
+			roles = append(roles, t.role)
+		}
+		if !a.rowHasData(v, row, j.role) {
+			// Nothing was ever written here: the row reads as zeroes on
+			// every source, so a hole on the targets is the rebuilt row.
+			for _, r := range roles {
+				op.Discard(r, row*chunk, chunk)
 			}
-			buf := op.Buf(chunk)
-			op.Read(j.role, buf, row*chunk)
-			if op.Run() != 0 {
-				return errJobChanged // the old member failed: settle() promotes the replacement to a rebuild
-			}
-			op.batch = append(op.batch, ioReq{kind: ioWrite, m: j.role, dev: v.repl[j.role], p: buf, off: v.dataOff + row*chunk, n: chunk, repl: true})
 			op.Run()
+			return nil
+		}
+		if len(roles) == 1 {
+			return a.layout.Rebuild(op, row, j.role)
+		}
+		if mr, ok := a.layout.(MultiRebuilder); ok {
+			return mr.RebuildMany(op, row, roles)
+		}
+		for _, r := range roles {
+			if err := a.layout.Rebuild(op, row, r); err != nil {
+				return err
+			}
 		}
 		return nil
-	})
-	return moved, err
+	case jobReplace:
+		if v.repl[j.role] != j.target.dev || v.devs[j.role] == nil {
+			return errJobChanged
+		}
+		if p, ok := v.devs[j.role].(dataProber); ok && !p.HasData(v.dataOff+row*chunk, chunk) {
+			op.replDiscard(j.role, row*chunk, chunk)
+			op.Run()
+			return nil
+		}
+		buf := op.Buf(chunk)
+		op.Read(j.role, buf, row*chunk)
+		if op.Run() != 0 {
+			return errJobChanged // the old member failed: settle() promotes the replacement to a rebuild
+		}
+		op.replWrite(j.role, buf, row*chunk)
+		op.Run()
+	}
+	return nil
 }
 
 // throttle keeps a job between the minimum and maximum rates: at the
@@ -392,6 +523,7 @@ func (a *Array) charge(j *recovery, n int64) {
 	if now.Sub(j.lastBusy) < 250*time.Millisecond {
 		limit = a.minRate
 	}
+	j.limit = limit
 	if limit <= 0 {
 		j.next = now
 		return

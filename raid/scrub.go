@@ -209,6 +209,7 @@ func (a *Array) startScrub(repair bool, from int64) (*Scrub, error) {
 	j.res.NoRedundancy = a.geo.Tolerance() == 0
 	j.row.Store(from)
 	j.thr.lastOps = a.clientOps.Load()
+	j.thr.limit = a.minRate
 	a.cfgMu.Lock()
 	if cur := a.scrubJob.Load(); cur != nil {
 		a.cfgMu.Unlock()
@@ -232,9 +233,9 @@ func (j *scrubJob) kind() string {
 	return "check"
 }
 
-// runScrub is the scrub's background job: jobWorkers workers take rows in
-// order, so one reads while the other compares; the position is the
-// lowest row in progress.
+// runScrub is the scrub's background job: jobWorkers workers take
+// windows of rows in order (window.go), so one reads its window while the
+// other compares; the position is the lowest row in progress.
 func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 	defer close(j.done)
 	defer j.cancel()
@@ -245,9 +246,9 @@ func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 	}
 	a.event(Event{Kind: EventScrubStarted, Role: -1, Detail: detail})
 	a.scrubCheckpoint(j, j.first)
-	// Workers take rows in order from next; prog[w] is the row worker w
-	// works on (rows when it is done), so every row below the lowest is
-	// done: the position a restart resumes at.
+	// Workers take windows in order from next; prog[w] is at most the
+	// first row worker w has not done (rows when it is done), so every row
+	// below the lowest is done: the position a restart resumes at.
 	var next atomic.Int64
 	next.Store(j.first)
 	var prog [jobWorkers]atomic.Int64
@@ -264,18 +265,22 @@ func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			win := newWindow(a)
+			var learned uint64
 			for {
-				row := next.Add(1) - 1
-				if row >= rows {
+				size := a.windowFor(&j.thr)
+				lo := next.Add(size) - size
+				if lo >= rows {
 					prog[w].Store(rows)
 					return
 				}
-				prog[w].Store(row)
+				hi := min(lo+size, rows)
+				prog[w].Store(lo)
 				if ctx.Err() != nil {
 					return
 				}
 				a.throttle(ctx, &j.thr)
-				moved, err := a.scrubRow(j, row)
+				moved, err := a.scrubWindow(j, win, &learned, lo, hi)
 				a.charge(&j.thr, moved)
 				j.moved.Add(moved)
 				if errors.Is(err, ErrClosed) || errors.Is(err, ErrFailed) {
@@ -287,6 +292,7 @@ func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 					j.cancel()
 					return
 				}
+				prog[w].Store(hi)
 				j.row.Store(low())
 			}
 		}()
@@ -337,16 +343,71 @@ func scrubSummary(kind string, res CheckResult, took time.Duration) string {
 	return s + fmt.Sprintf(" in %s; %s", took.Round(time.Millisecond), res)
 }
 
-// scrubRow checks one row for j, and repairs it when j repairs and the
-// check found it inconsistent. It returns the bytes moved on the busiest
-// member, for the rate limiter.
-func (a *Array) scrubRow(j *scrubJob, row int64) (int64, error) {
-	res, found, moved, err := a.checkRow(row, false)
-	if j.repair && res == rowInconsistent {
-		var m2 int64
-		res, found, m2, err = a.checkRow(row, true)
-		moved += m2
+// scrubWindow checks member rows [lo, hi) for j under the window's shared
+// stripe locks, reading each member once for the whole window, then, when
+// j repairs, checks again each row found inconsistent as a write step of
+// its own (exclusive locks) that rewrites what is wrong. learned is the
+// set of roles the previous window read (0: every readable role). It
+// returns the bytes moved on the busiest member, for the rate limiter, and
+// ErrClosed or ErrFailed when the scrub must stop.
+func (a *Array) scrubWindow(j *scrubJob, win *window, learned *uint64, lo, hi int64) (int64, error) {
+	unlock, err := a.lockRows(lo, hi, false)
+	if err != nil {
+		return 0, err
 	}
+	win.reset(lo, hi, nil)
+	v := a.view.Load()
+	// A level without redundancy has nothing to compare (its Check reads
+	// nothing), and its writes take no stripe locks: nothing is read ahead.
+	if hi-lo > 1 && !v.failed && a.geo.Tolerance() > 0 && a.traits.LockWrites {
+		// Rows that are holes on every member are skipped without reading.
+		r0, r1 := lo, hi
+		if a.geo.Tolerance() > 0 && !v.Degraded() {
+			for r0 < r1 && !a.rowHasData(v, r0, -1) {
+				r0++
+			}
+			for r1 > r0 && !a.rowHasData(v, r1-1, -1) {
+				r1--
+			}
+		}
+		roles := *learned & v.readable
+		if roles == 0 {
+			roles = v.readable
+		}
+		win.load(a, v, roles, r0, r1)
+	}
+	var repairs []int64
+	var stop error
+	for row := lo; row < hi && stop == nil; row++ {
+		op := a.windowOp(win)
+		res, found, err := a.checkRowOp(op, row, false)
+		a.endWindowOp(win, op)
+		if j.repair && res == rowInconsistent {
+			repairs = append(repairs, row)
+			continue
+		}
+		stop = a.scrubRecord(j, row, res, found, err)
+	}
+	if win.read != 0 {
+		*learned = win.read
+	}
+	moved := win.busiest()
+	unlock()
+	for _, row := range repairs {
+		if stop != nil {
+			break
+		}
+		res, found, m2, err := a.checkRow(row, true)
+		moved += m2
+		stop = a.scrubRecord(j, row, res, found, err)
+	}
+	return moved, stop
+}
+
+// scrubRecord adds one row's outcome to j's counts and sends the
+// scrub-repaired events. It returns err when it must stop the scrub
+// (ErrClosed, ErrFailed).
+func (a *Array) scrubRecord(j *scrubJob, row int64, res rowResult, found []Mismatch, err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	a.tally(&j.res, &j.bad, &j.other, row, res, found, err)
@@ -357,9 +418,9 @@ func (a *Array) scrubRow(j *scrubJob, row int64) (int64, error) {
 		}
 	}
 	if errors.Is(err, ErrClosed) || errors.Is(err, ErrFailed) {
-		return moved, err
+		return err
 	}
-	return moved, nil
+	return nil
 }
 
 type rowResult uint8
@@ -376,31 +437,43 @@ const (
 // reading, or as a write step (exclusive locks, the array marked dirty)
 // when repairing. It returns what the Layout found.
 func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatch, moved int64, err error) {
-	fn := func(op *Op) error {
-		op.cause, op.repair = causeScrub, repair
-		defer func() {
-			moved = op.busiest()
-			found = append(found, op.found...)
-		}()
-		if a.geo.Tolerance() > 0 && !op.v.Degraded() && !a.rowHasData(op.v, row, -1) {
-			res = rowSkipped
-			return nil
-		}
-		return a.layout.Check(op, row)
-	}
-	err = a.rowStep(row, repair, fn)
-	switch {
-	case res == rowSkipped:
-	case err == nil:
-		res = rowVerified
-	case errors.Is(err, ErrInconsistent):
-		res = rowInconsistent
-	case errors.Is(err, ErrUnverifiable), errors.Is(err, ErrTooManyFailures):
-		res = rowUnverifiable
-	default:
-		res = rowError
+	err = a.rowStep(row, repair, func(op *Op) error {
+		defer func() { moved = op.busiest() }()
+		var err error
+		res, found, err = a.checkRowOp(op, row, repair)
+		return err
+	})
+	if res != rowSkipped {
+		res = classifyCheck(err)
 	}
 	return res, found, moved, err
+}
+
+// checkRowOp checks one row on op, which holds the row's stripe locks.
+func (a *Array) checkRowOp(op *Op, row int64, repair bool) (rowResult, []Mismatch, error) {
+	op.cause, op.repair = causeScrub, repair
+	if op.v.failed {
+		return rowError, nil, ErrFailed
+	}
+	if a.geo.Tolerance() > 0 && !op.v.Degraded() && !a.rowHasData(op.v, row, -1) {
+		return rowSkipped, nil, nil
+	}
+	err := a.layout.Check(op, row)
+	return classifyCheck(err), slices.Clone(op.found), err
+}
+
+// classifyCheck sorts a row check's error.
+func classifyCheck(err error) rowResult {
+	switch {
+	case err == nil:
+		return rowVerified
+	case errors.Is(err, ErrInconsistent):
+		return rowInconsistent
+	case errors.Is(err, ErrUnverifiable), errors.Is(err, ErrTooManyFailures):
+		return rowUnverifiable
+	default:
+		return rowError
+	}
 }
 
 // tally adds one row's outcome to res.

@@ -19,6 +19,9 @@
 #   RAMP       fio ramp_time in seconds                   (default 2)
 #   ROUNDS     interleaved rounds; the median is printed  (default 1)
 #   CSUM       1: also every level created with --checksums (default 0)
+#   FIO        0: skip the fio jobs (precondition only)   (default 1)
+#   SCRUB      0: skip the scrub rate                     (default 1)
+#   REBUILD    0: skip the rebuild rate                   (default 1)
 #   SHM        directory for the disk files               (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
 set -euo pipefail
@@ -128,6 +131,7 @@ wait_sock() {
 }
 
 targets=()
+declare -A members_of # array name -> its member devices
 # start_raidd LEVEL [+csum]: create an array of DISKS fresh disks (with
 # --checksums when the second argument is given) and serve it with --direct
 # inside the cgroup. Returns 1 when the level cannot be created.
@@ -145,6 +149,7 @@ start_raidd() {
 		>"$work/$name.log" 2>&1 &
 	pids+=($!)
 	wait_sock "$sock/$name.sock" $! "$name" || return 1
+	members_of[$name]="${members[*]}"
 	targets+=("raid$level$suffix:$level:nbd+unix:///$name?socket=$sock/$name.sock")
 }
 
@@ -184,6 +189,7 @@ jobs=(
 	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
 )
 
+if [[ ${FIO:-1} != 0 ]]; then
 echo "disks: $DISKS per array, each a loop device over $DISK_SIZE in $SHM, $BW MiB/s and $IOPS IOPS per direction; chunk $CHUNK; $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job" >&2
 for ((round = 1; round <= ROUNDS; round++)); do
 	for job in "${jobs[@]}"; do
@@ -264,12 +270,15 @@ print(f"       rand read {n}x IOPS; rand write RAID0 {n}x, RAID5 {n/2:g}x, RAID6
 r, name, job = min(worst)
 print(f"lowest ratio: {r:.2f} ({name} {job}); target 0.95")
 EOF
+fi
 
-# Scrub rate (raidd check, helper `scrub`): each array with redundancy is
-# scrubbed once, idle, at the default rates (rebuild_max_rate 0: no limit
-# when clients are idle). Every row holds data (the precondition wrote it
-# all), so each member's data region is read once: the ideal is each disk's
-# sequential read bandwidth. SCRUB=0 skips this block.
+# Scrub rate (raidd check): each array with redundancy is scrubbed once,
+# idle, at the default rates (rebuild_max_rate 0: no limit when clients are
+# idle). Every row holds data (the precondition wrote it all), so each
+# member's data region is read once: the ideal is each disk's sequential
+# read bandwidth. The time is the scrub's own, from its start to its finish
+# as the array records them (last_scrub in the status). SCRUB=0 skips this
+# block.
 if [[ ${SCRUB:-1} != 0 ]]; then
 	echo
 	printf '%-8s %12s %10s %22s\n' target "data/member" seconds "MiB/s per member / bw"
@@ -278,26 +287,87 @@ if [[ ${SCRUB:-1} != 0 ]]; then
 		level=${target#*:}
 		level=${level%%:*}
 		[[ $tname == peer || $level == 0 ]] && continue
-		ctl="$sock/r$level.ctl"
+		name=r$level
+		[[ $tname == *+csum ]] && name+=c
+		ctl="$sock/$name.ctl"
 		echo "scrubbing $tname ..." >&2
-		t0=$(date +%s.%N)
-		"$bin" check --control "$ctl" "r$level" >"$work/scrub.$tname.out" 2>&1 || {
+		"$bin" check --control "$ctl" "$name" >"$work/scrub.$tname.out" 2>&1 || {
 			cat "$work/scrub.$tname.out" >&2
 			die "raidd check of $tname failed"
 		}
-		t1=$(date +%s.%N)
-		"$bin" status --json --control "$ctl" "r$level" >"$work/scrub.$tname.json"
-		python3 - "$work/scrub.$tname.json" "$t0" "$t1" "$BW" "$tname" <<'EOF'
-import json, sys
-st = json.load(open(sys.argv[1]))
-a = st["arrays"][0]
+		"$bin" status --json --control "$ctl" "$name" >"$work/scrub.$tname.json"
+		python3 - "$work/scrub.$tname.json" "$BW" "$tname" <<'EOF'
+import json, re, sys
+from datetime import datetime
+def ts(s):
+    # RFC 3339 with up to nanoseconds: keep microseconds for fromisoformat.
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", s)
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
+a = json.load(open(sys.argv[1]))["arrays"][0]
 s = a["last_scrub"]
 per_member = s["total_rows"] * a["chunk"]
-secs = float(sys.argv[3]) - float(sys.argv[2])
+secs = ts(s["finished"]) - ts(s["started"])
 rate = per_member / 2**20 / secs
-bw = float(sys.argv[4])
-print(f"{sys.argv[5]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
+bw = float(sys.argv[2])
+print(f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
 EOF
 	done
 	echo "scrub: every member's data region read once; target 0.9 of a disk's sequential read bandwidth"
+fi
+
+# Rebuild rate (helper `scrub2`): in each array with redundancy, the first
+# member is failed and a fresh throttled disk added; the rebuild onto it
+# runs idle at the default rates. Every row holds data (the precondition
+# wrote it all, and a block device cannot tell holes anyway), so the new
+# member's data region is written whole: the ideal is one disk's
+# sequential write bandwidth. The time is taken between the array's own
+# rebuild-started and rebuild-finished events. REBUILD=0 skips this block.
+if [[ ${REBUILD:-1} != 0 ]]; then
+	echo
+	printf '%-8s %12s %10s %22s\n' target "data/member" seconds "MiB/s written / bw"
+	for target in "${targets[@]}"; do
+		tname=${target%%:*}
+		level=${target#*:}
+		level=${level%%:*}
+		[[ $tname == peer || $level == 0 ]] && continue
+		name=r$level
+		[[ $tname == *+csum ]] && name+=c
+		ctl="$sock/$name.ctl"
+		read -r -a mem <<<"${members_of[$name]}"
+		echo "rebuilding ${mem[0]} of $tname ..." >&2
+		"$bin" fail --control "$ctl" "$name" "${mem[0]}" >/dev/null
+		new_disk "$name-new"
+		"$bin" add --control "$ctl" "$name" "$disk" >/dev/null
+		for ((i = 0; i < 6000; i++)); do
+			# status exits non-zero while the array is degraded
+			"$bin" status --json --control "$ctl" "$name" >"$work/rebuild.$tname.json" || true
+			python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"][0]; sys.exit(0 if a.get("recovery") is None and a.get("last_recovery") else 1)' "$work/rebuild.$tname.json" && break
+			sleep 0.2
+		done
+		python3 - "$work/rebuild.$tname.json" "$BW" "$tname" <<'EOF'
+import json, re, sys
+from datetime import datetime, timezone
+a = json.load(open(sys.argv[1]))["arrays"][0]
+r = a["last_recovery"]
+ev = a.get("history", [])
+def t(e):
+    # RFC 3339 with up to nanoseconds: keep microseconds for fromisoformat.
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", e["time"])
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
+start = [t(e) for e in ev if e["kind"] == "rebuild-started"]
+end = [t(e) for e in ev if e["kind"] == "rebuild-finished"]
+if not start or not end:
+    sys.exit(f"{sys.argv[3]}: no rebuild-started/finished events in the history")
+secs = end[-1] - start[-1]
+per_member = r["total_rows"] * a["chunk"]
+rate = per_member / 2**20 / secs
+bw = float(sys.argv[2])
+print(f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
+EOF
+	done
+	echo "rebuild: the new member's data region written once; target 0.95 of a disk's sequential write bandwidth"
 fi

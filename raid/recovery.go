@@ -250,6 +250,10 @@ func (a *Array) runJob(ctx context.Context, j *recovery) {
 				size := a.windowFor(j)
 				lo := next.Add(size) - size
 				if lo >= rows {
+					// The limiter charges a window after it is done: the
+					// last one's time is waited out here, so a limited
+					// job takes the time of what it moved.
+					a.throttle(ctx, j)
 					prog[w].Store(rows)
 					return
 				}

@@ -271,6 +271,10 @@ func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 				size := a.windowFor(&j.thr)
 				lo := next.Add(size) - size
 				if lo >= rows {
+					// The limiter charges a window after it is done: the
+					// last one's time is waited out here, so a limited
+					// job takes the time of what it moved.
+					a.throttle(ctx, &j.thr)
 					prog[w].Store(rows)
 					return
 				}

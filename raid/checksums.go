@@ -3,6 +3,7 @@ package raid
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/raidd/raidd/raid/internal/integrity"
@@ -386,4 +387,97 @@ func (v *View) replacing() bool {
 		}
 	}
 	return false
+}
+
+// Rebuilding past lost blocks. A rebuild whose row needs a block that
+// fails its checksum on the last source (the last mirror copy, or a block
+// of a degraded parity row beyond what the parity can rebuild) cannot give
+// the new member the right bytes there. md records such a block in its
+// bad block log and goes on; raidd does the same with the checksums: the
+// row is rebuilt again from what the sources hold (salvage), and each
+// target block at the in-chunk offset of a source block that failed its
+// checksum is written with a checksum marked bad (integrity.Dev.Poison).
+// So the new member reads as lost exactly where the old one did, the
+// rebuild finishes, and a whole-block write of those blocks heals them.
+
+// lostOnly reports whether every read that failed in op failed its
+// checksum, with no member failed: the row can be salvaged.
+func (op *Op) lostOnly() bool {
+	if op.readErr == 0 || op.failed != 0 {
+		return false
+	}
+	for m := 0; m < op.geo.Members(); m++ {
+		if op.readErr&(1<<uint(m)) == 0 {
+			continue
+		}
+		if _, ok := mismatch(op.errs[m]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// salvageReader reads a checksummed member for a salvaging op: blocks that
+// fail their checksum are returned as they are and recorded on the op.
+type salvageReader struct {
+	*integrity.Dev
+	op *Op
+}
+
+func (op *Op) salvageDev(dev Member) Member {
+	if d, ok := dev.(*integrity.Dev); ok {
+		return salvageReader{d, op}
+	}
+	return dev
+}
+
+func (s salvageReader) ReadAt(p []byte, off int64) (int, error) {
+	n, bad, err := s.ReadLost(p, off)
+	if len(bad) > 0 {
+		chunk := s.op.geo.Chunk()
+		s.op.lostMu.Lock()
+		for _, rel := range bad {
+			s.op.lost = append(s.op.lost, rel%chunk)
+		}
+		s.op.lostMu.Unlock()
+	}
+	return n, err
+}
+
+func (s salvageReader) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	done := 0
+	for _, b := range bufs {
+		n, err := s.ReadAt(b, off+int64(done))
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// poisonLost marks, on each target role, the blocks of row at the in-chunk
+// offsets the salvaging op found lost on its sources, and reports them.
+func (a *Array) poisonLost(op *Op, row int64, roles []int) error {
+	slices.Sort(op.lost)
+	lost := slices.Compact(op.lost)
+	if len(lost) == 0 {
+		return nil
+	}
+	chunk := a.geo.Chunk()
+	for _, r := range roles {
+		d, ok := op.v.devs[r].(*integrity.Dev)
+		if !ok {
+			continue
+		}
+		for _, in := range lost {
+			if _, err := d.Poison(row*chunk+in, csumBlock); err != nil {
+				return err
+			}
+		}
+		a.csum.lost[r].Add(int64(len(lost)))
+		a.event(Event{Kind: EventRebuildLostBlocks, Role: r,
+			Detail: fmt.Sprintf("member %d data offset %d: %d block(s) of row %d could not be rebuilt (their last source failed its checksum); written with a checksum marked bad, so they read as lost (EIO) until rewritten whole", r, row*chunk+lost[0], len(lost), row)})
+	}
+	return nil
 }

@@ -38,6 +38,12 @@ const (
 	// EventChecksumLost: blocks failed their checksum and no copy or
 	// parity could rebuild them; the read failed with EIO.
 	EventChecksumLost EventKind = "checksum-lost"
+	// EventRebuildLostBlocks: a rebuild (or replace) met blocks that no
+	// source could provide, because the last copy or a block their parity
+	// row needs failed its checksum. It wrote them to the new member with
+	// a checksum marked bad, so they read as lost (EIO) there too, and
+	// went on. Role and Detail name the member and offsets.
+	EventRebuildLostBlocks EventKind = "rebuild-lost-blocks"
 	// EventChecksumPageRebuilt: a page of a member's checksum area failed
 	// its own CRC; its entries are checked against the data, never trusted.
 	EventChecksumPageRebuilt EventKind = "checksum-page-rebuilt"

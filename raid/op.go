@@ -148,6 +148,13 @@ type Op struct {
 	// csumLost holds members whose reads failed their checksum and were
 	// not repaired: the member stays in the array, the request fails.
 	csumLost uint64
+	// salvage (a rebuild past lost blocks, checksums.go): reads of
+	// checksummed members return what the member holds even where it fails
+	// its checksum, and the in-chunk offsets of those blocks are recorded
+	// in lost.
+	salvage bool
+	lostMu  sync.Mutex
+	lost    []int64
 
 	batch []ioReq
 	iov   [][]byte // backing store of the ioReq.vec slices
@@ -266,7 +273,11 @@ func (op *Op) queue(kind ioKind, m int, p []byte, off, n int64) {
 	if op.win != nil && kind != ioRead {
 		op.win.invalidate(m, op.v.devs[m], off-op.v.dataOff, n)
 	}
-	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.devs[m], p: p, off: off, n: n})
+	dev := op.v.devs[m]
+	if op.salvage && kind == ioRead {
+		dev = op.salvageDev(dev)
+	}
+	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: dev, p: p, off: off, n: n})
 	if kind != ioRead && op.v.repl[m] != nil && op.replFailed&(1<<uint(m)) == 0 {
 		op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.repl[m], p: p, off: off, n: n, repl: true})
 	}
@@ -729,6 +740,7 @@ func (op *Op) reset() {
 	op.found = op.found[:0]
 	op.cause = causeOther
 	op.readErr, op.repaired, op.replFailed, op.csumLost = 0, 0, 0, 0
+	op.salvage, op.lost = false, op.lost[:0]
 	if op.inRow {
 		panic("raid: an Op ended between BeginRow and EndRow")
 	}

@@ -343,6 +343,7 @@ func (j *recovery) wants(a *Array, lo, hi int64) bool {
 // member holds), and the bytes moved on the busiest device, for the rate
 // limiter: a row rebuilt as a hole costs nothing.
 func (a *Array) jobWindow(j *recovery, win *window, learned *uint64, lo, hi int64) (adv, worked, moved int64, err error) {
+	var salvage []int64 // rows to rebuild again past lost blocks
 	unlock, err := a.lockRows(lo, hi, true)
 	if err != nil {
 		return 0, 0, 0, err
@@ -414,6 +415,10 @@ func (a *Array) jobWindow(j *recovery, win *window, learned *uint64, lo, hi int6
 			err = a.jobRow(op, j, row)
 		}
 		a.endWindowOp(win, op)
+		if errors.Is(err, errSalvage) {
+			salvage = append(salvage, row)
+			err = nil
+		}
 		if err != nil {
 			break
 		}
@@ -428,13 +433,70 @@ func (a *Array) jobWindow(j *recovery, win *window, learned *uint64, lo, hi int6
 	op.locked, op.cause = true, causeRebuild
 	flushed := win.flush(op)
 	a.endWindowOp(win, op)
+	// Rows with lost blocks are rebuilt again past them, after the
+	// window's writes, so that nothing the window gathered overwrites
+	// the blocks they mark lost.
+	for _, row := range salvage {
+		if !flushed || err != nil {
+			break
+		}
+		var m int64
+		m, err = a.salvageRow(j, row)
+		moved += m
+	}
 	if !flushed {
 		// The rows gathered for a target that is gone are not on it: the
 		// job, if it goes on (a replace promoted to a rebuild), redoes
 		// the window.
 		return 0, 0, win.busiest(), errJobChanged
 	}
-	return adv, worked, win.busiest(), err
+	return adv, worked, win.busiest() + moved, err
+}
+
+// errSalvage: a rebuild row met blocks that failed their checksum on
+// their last source; salvageRow does the row again past them.
+var errSalvage = errors.New("raid: rebuild row has lost blocks")
+
+// rebuildRow rebuilds row on the target roles.
+func (a *Array) rebuildRow(op *Op, row int64, roles []int) error {
+	if len(roles) == 1 {
+		return a.layout.Rebuild(op, row, roles[0])
+	}
+	if mr, ok := a.layout.(MultiRebuilder); ok {
+		return mr.RebuildMany(op, row, roles)
+	}
+	for _, r := range roles {
+		if err := a.layout.Rebuild(op, row, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// salvageRow rebuilds row on the job's targets from what the sources hold
+// and marks the target blocks that no source could provide as lost
+// (checksums.go). The caller holds the row's stripe locks. It returns the
+// bytes moved on the busiest device.
+func (a *Array) salvageRow(j *recovery, row int64) (int64, error) {
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked, op.cause, op.salvage = true, causeRebuild, true
+	var roles []int
+	for _, t := range j.targets() {
+		if op.v.devs[t.role] != t.target.dev || !op.Writable(t.role) {
+			return 0, errJobChanged
+		}
+		roles = append(roles, t.role)
+	}
+	err := a.rebuildRow(op, row, roles)
+	if err == nil {
+		err = a.poisonLost(op, row, roles)
+	}
+	moved := op.busiest()
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	return moved, err
 }
 
 // jobRow does one row of a job on op, which holds the row's stripe locks
@@ -467,18 +529,11 @@ func (a *Array) jobRow(op *Op, j *recovery, row int64) error {
 			op.Run()
 			return nil
 		}
-		if len(roles) == 1 {
-			return a.layout.Rebuild(op, row, j.role)
+		err := a.rebuildRow(op, row, roles)
+		if err != nil && a.csum != nil && op.lostOnly() {
+			return errSalvage // after the window's writes: salvageRow
 		}
-		if mr, ok := a.layout.(MultiRebuilder); ok {
-			return mr.RebuildMany(op, row, roles)
-		}
-		for _, r := range roles {
-			if err := a.layout.Rebuild(op, row, r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	case jobReplace:
 		if v.repl[j.role] != j.target.dev || v.devs[j.role] == nil {
 			return errJobChanged

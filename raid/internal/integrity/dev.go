@@ -825,6 +825,79 @@ func (d *Dev) Sync() error {
 // a region is marked clean only after a Sync.
 func (d *Dev) SyncData() error { return d.inner.Sync() }
 
+// ReadLost reads p at off, as ReadAt does, but does not fail where
+// blocks fail their checksum: it returns the bytes the member holds and
+// the data-region offsets of those blocks. A rebuild past blocks no source
+// can provide reads its sources this way (see Poison). The blocks of the
+// data region that p covers only in part are not checked.
+func (d *Dev) ReadLost(p []byte, off int64) (int, []int64, error) {
+	n, err := d.inner.ReadAt(p, off)
+	if err != nil {
+		return n, nil, err
+	}
+	lo := max(off, d.dataOff)
+	hi := min(off+int64(len(p)), d.dataEnd)
+	var bad []int64
+	for b := (lo - d.dataOff + BlockSize - 1) / BlockSize; ; b++ {
+		rel := b * BlockSize
+		if d.dataOff+rel >= hi {
+			break
+		}
+		end := rel + d.blockLen(b)
+		if d.dataOff+end > hi {
+			break
+		}
+		blk := p[d.dataOff+rel-off : d.dataOff+end-off]
+		ep, err := d.entries(b, 1)
+		if err != nil {
+			return n, bad, err
+		}
+		ok := Matches(blk, (*ep)[0])
+		d.putEntries(ep)
+		if !ok {
+			bad = append(bad, rel)
+		}
+	}
+	return n, bad, nil
+}
+
+// Poison marks the blocks overlapping data-region bytes [rel, rel+n) as
+// lost: each gets an entry that does not match what it holds (the CRC of
+// its bytes with every bit flipped, never 0), so reads of it fail with a
+// *MismatchError as they did on the copy it was rebuilt from, until a
+// write covers the whole block or a repair rewrites it. A rebuild uses it
+// for blocks whose data no source could provide (the last copy failed its
+// checksum): the new member then reports them lost instead of serving the
+// garbage it was given, and the rebuild goes on. It returns how many
+// blocks it marked.
+func (d *Dev) Poison(rel, n int64) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	end := min(rel+n, d.dataEnd-d.dataOff)
+	b0, b1 := rel/BlockSize, (end-1)/BlockSize
+	mask := d.lockRange(b0, b1)
+	defer d.unlock(mask)
+	bp := d.blkPool.Get().(*[]byte)
+	defer d.blkPool.Put(bp)
+	marked := 0
+	for b := b0; b <= b1; b++ {
+		blk := (*bp)[:d.blockLen(b)]
+		if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
+			return marked, err
+		}
+		e := ^Sum(blk)
+		if e == 0 {
+			e = 1 // 0 is a hole, which a zero block would match
+		}
+		if err := d.store(b, []uint32{e}); err != nil {
+			return marked, err
+		}
+		marked++
+	}
+	return marked, nil
+}
+
 // Seal reads data-region bytes [rel, rel+n) and recomputes the checksum of
 // every block there that does not match its entry (resync after a crash:
 // the data is what was written or what was there before, and either is

@@ -339,3 +339,53 @@ func TestNoAllocs(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(50, f), name)
 	}
 }
+
+// TestPoison: poisoned blocks (a rebuild's lost blocks) fail their reads,
+// on the same and on a fresh Dev (the entries are durable after Sync). A
+// partial write keeps such a block flagged; a whole-block write clears
+// it. Blocks outside the range are untouched, and a hole can be poisoned.
+func TestPoison(t *testing.T) {
+	const size = 64 << 10
+	d, m, _ := newDev(t, size, 4)
+	data := bytes.Repeat([]byte{0x5a}, size)
+	_, err := d.WriteAt(data, dataOff)
+	require.NoError(t, err)
+	// Blocks 1..2 hold data, block 15 is a hole made by a discard.
+	require.NoError(t, d.Discard(dataOff+15*4096, 4096))
+	n, err := d.Poison(4096+100, 4096) // overlaps blocks 1 and 2
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	n, err = d.Poison(15*4096, 4096)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "a hole can be lost too")
+	for _, dev := range []*integrity.Dev{d, nil} {
+		if dev == nil {
+			require.NoError(t, d.Sync())
+			var err error
+			dev, err = integrity.New(m, integrity.Config{DataOffset: dataOff, DataSize: size, AreaOffset: areaOff, CachePages: 4})
+			require.NoError(t, err)
+		}
+		buf := make([]byte, size)
+		_, err := dev.ReadAt(buf, dataOff)
+		var me *integrity.MismatchError
+		require.ErrorAs(t, err, &me)
+		assert.Equal(t, int64(4096), me.Offset, "the first lost block")
+		assert.ErrorIs(t, err, integrity.ErrMismatch)
+		_, err = dev.ReadAt(buf[:4096], dataOff)
+		require.NoError(t, err, "block 0 was not poisoned")
+		_, err = dev.ReadAt(buf[:4096], dataOff+3*4096)
+		require.NoError(t, err, "block 3 was not poisoned")
+		_, err = dev.ReadAt(buf[:4096], dataOff+15*4096)
+		require.ErrorIs(t, err, integrity.ErrMismatch, "the poisoned hole")
+	}
+	// A partial write keeps block 1 lost; a whole-block write clears block 2.
+	_, err = d.WriteAt([]byte("partial"), dataOff+4096+10)
+	require.NoError(t, err)
+	_, err = d.WriteAt(bytes.Repeat([]byte{7}, 4096), dataOff+2*4096)
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	_, err = d.ReadAt(buf, dataOff+4096)
+	assert.ErrorIs(t, err, integrity.ErrMismatch, "a partial write does not bless a lost block")
+	_, err = d.ReadAt(buf, dataOff+2*4096)
+	assert.NoError(t, err, "a whole-block write gives it a fresh checksum")
+}

@@ -1,0 +1,121 @@
+package raid_test
+
+import (
+	"bytes"
+	"fmt"
+	randv2 "math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/superblock"
+	"github.com/raidd/raidd/stripe"
+)
+
+// TestRebuildPastLostBlocks: on an array with checksums, a rebuild that
+// meets a block no source can provide (the last copy, or a block a
+// degraded parity row needs, fails its checksum) does not stop there, as
+// md's rebuild records a bad block and goes on. The rebuilt member gets
+// that block with a checksum marked bad, so it reads as lost (EIO) as it
+// did before the rebuild, never as the garbage it was rebuilt from; the
+// rebuild finishes, the array is whole again, every other byte reads back,
+// and the event names the lost blocks. A whole-block write heals them.
+func TestRebuildPastLostBlocks(t *testing.T) {
+	const chunk, rows = 64 << 10, 16
+	for _, tc := range []struct {
+		level   stripe.Level
+		members int
+		failed  []int // roles failed and rebuilt onto spares
+		rotten  int   // the survivor whose block rots
+	}{
+		{stripe.RAID1, 2, []int{0}, 1},
+		{stripe.RAID10, 4, []int{2}, 3},
+		{stripe.RAID5, 4, []int{0}, 2},
+		{stripe.RAID6, 5, []int{0, 3}, 1},
+	} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			size := dataOffsetOf(tc.level, tc.members, chunk) + 64<<10 + chunk*rows
+			r := newRig(tc.members+len(tc.failed), size)
+			a, err := raid.Create(r.devs[:tc.members], raid.CreateOptions{Name: "lb", Level: tc.level, Chunk: chunk, Checksums: true}, raid.Options{})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, a.Close()) }()
+			want := make([]byte, a.Size())
+			rng := randv2.New(randv2.NewPCG(3, 4))
+			for i := range want {
+				want[i] = byte(rng.Uint32() | 1) // no zero blocks: none is elided
+			}
+			_, err = a.WriteAt(want, 0)
+			require.NoError(t, err)
+			require.NoError(t, a.Sync())
+			sb, err := superblock.Read(r.mem[0])
+			require.NoError(t, err)
+			dataOff := int64(sb.DataOffset)
+
+			for _, f := range tc.failed {
+				require.NoError(t, a.FailMember(r.devs[f].Path))
+			}
+			// Rot one block of the survivor in row 5: no source is left for it.
+			const mo = 5*chunk + 2*4096
+			r.mem[tc.rotten].Bytes()[dataOff+mo+100] ^= 0x5a
+			for i := range tc.failed {
+				require.NoError(t, a.AddMember(r.devs[tc.members+i], false))
+			}
+			st := waitIdle(t, a)
+			require.False(t, st.Degraded, "the rebuild finished: %+v", st.Devices)
+			for _, e := range eventsOf(a, raid.EventRebuildStopped) {
+				// A second spare restarts the rebuild to do both roles in
+				// one pass; nothing else may stop it.
+				assert.Contains(t, e.Detail, "in the same pass")
+			}
+			lost := eventsOf(a, raid.EventRebuildLostBlocks)
+			require.NotEmpty(t, lost, "the rebuild reports the blocks it could not rebuild")
+			assert.Contains(t, lost[0].Detail, fmt.Sprintf("data offset %d", mo))
+
+			// Every block reads back right or fails as lost; the lost ones
+			// are all at the rotten block's place in row 5.
+			g := a.Geometry()
+			var bad []int64
+			buf := make([]byte, 4096)
+			for off := int64(0); off < a.Size(); off += 4096 {
+				if _, err := a.ReadAt(buf, off); err != nil {
+					assert.ErrorIs(t, err, raid.ErrChecksum, "block %d", off)
+					bad = append(bad, off)
+					e := g.Extents(nil, off, 1)[0]
+					assert.Equal(t, int64(mo), e.Off, "lost block at array offset %d is at the rotten block's place", off)
+					continue
+				}
+				if !bytes.Equal(want[off:off+4096], buf) {
+					e := g.Extents(nil, off, 1)[0]
+					t.Fatalf("block at array offset %d (member %d offset %d) reads wrong data", off, e.Member, e.Off)
+				}
+			}
+			require.NotEmpty(t, bad, "the lost data stays lost: it is never served as garbage")
+			assert.LessOrEqual(t, len(bad), tc.members, "only the blocks of one row's column")
+			for _, d := range a.Status().Devices {
+				if d.Note != "failed by operator" {
+					assert.Equal(t, "active", d.State, "%s", d.Path)
+				}
+			}
+
+			// Lost blocks heal when written whole: on mirrors block by
+			// block; on parity levels by a write of their whole stripe (a
+			// partial write there must read the other lost blocks of the
+			// column for its parity, and fails as those reads do).
+			for _, off := range bad {
+				lo, n := off, int64(4096)
+				if !g.Mirrored() {
+					lo, n = off/g.StripeWidth()*g.StripeWidth(), g.StripeWidth()
+				}
+				_, err := a.WriteAt(want[lo:lo+n], lo)
+				require.NoError(t, err)
+			}
+			for _, off := range bad {
+				_, err := a.ReadAt(buf, off)
+				require.NoError(t, err, "block %d after a whole-block write", off)
+				assert.Equal(t, want[off:off+4096], buf)
+			}
+		})
+	}
+}

@@ -65,28 +65,10 @@ cg=$BLKIO/raidd-csum-$$
 loops=()
 pids=()
 
-cleanup() {
-	local rc=$? pid dev log
-	if [[ $rc != 0 ]]; then
-		for log in "$work"/*.log; do
-			[[ -s $log ]] && { echo "--- $log" >&2; tail -n 20 "$log" >&2; }
-		done
-	fi
-	for pid in "${pids[@]}"; do
-		if kill -0 "$pid" 2>/dev/null; then
-			kill -TERM "$pid" 2>/dev/null || true
-			wait "$pid" 2>/dev/null || true
-		fi
-	done
-	for dev in "${loops[@]}"; do
-		losetup --detach "$dev" 2>/dev/null || echo "checksums.sh: could not detach $dev" >&2
-	done
-	if [[ -d $cg ]]; then
-		rmdir "$cg" 2>/dev/null || echo "checksums.sh: could not remove cgroup $cg" >&2
-	fi
-	rm -rf "$work" "$sock"
-}
-trap cleanup EXIT
+prog=checksums.sh
+# shellcheck source=lib-disks.sh
+source "$(dirname "$0")/lib-disks.sh"
+trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 
 if [[ $MEMBERS == disks ]]; then
@@ -106,20 +88,14 @@ bps=$((BW * 1024 * 1024))
 # new_member NAME: a member over $work/NAME.img, in $member: the file itself
 # (tmpfs), or a throttled loop device over it (disks).
 new_member() {
-	local img=$work/$1.img dev mm
+	local img=$work/$1.img
 	truncate -s "$DISK_SIZE" "$img"
 	if [[ $MEMBERS == tmpfs ]]; then
 		member=$img
 		return
 	fi
-	dev=$(losetup --find --show --direct-io=on "$img") || die "losetup --direct-io=on $img failed"
-	loops+=("$dev")
-	member=$dev
-	mm=$(lsblk -dno MAJ:MIN "$dev" | tr -d ' ')
-	echo "$mm $bps" >"$cg/blkio.throttle.read_bps_device"
-	echo "$mm $bps" >"$cg/blkio.throttle.write_bps_device"
-	echo "$mm $IOPS" >"$cg/blkio.throttle.read_iops_device"
-	echo "$mm $IOPS" >"$cg/blkio.throttle.write_iops_device"
+	throttled_loop "$img"
+	member=$disk
 }
 
 # serve NAME MEMBERS...: raidd serve, inside the cgroup with --direct for

@@ -23,7 +23,6 @@ import (
 // rebuild finishes, the array is whole again, every other byte reads back,
 // and the event names the lost blocks. A whole-block write heals them.
 func TestRebuildPastLostBlocks(t *testing.T) {
-	const chunk, rows = 64 << 10, 16
 	for _, tc := range []struct {
 		level   stripe.Level
 		members int
@@ -36,28 +35,13 @@ func TestRebuildPastLostBlocks(t *testing.T) {
 		{stripe.RAID6, 5, []int{0, 3}, 1},
 	} {
 		t.Run(tc.level.String(), func(t *testing.T) {
-			size := dataOffsetOf(tc.level, tc.members, chunk) + 64<<10 + chunk*rows
-			r := newRig(tc.members+len(tc.failed), size)
-			a, err := raid.Create(r.devs[:tc.members], raid.CreateOptions{Name: "lb", Level: tc.level, Chunk: chunk, Checksums: true}, raid.Options{})
-			require.NoError(t, err)
-			defer func() { require.NoError(t, a.Close()) }()
-			want := make([]byte, a.Size())
-			rng := randv2.New(randv2.NewPCG(3, 4))
-			for i := range want {
-				want[i] = byte(rng.Uint32() | 1) // no zero blocks: none is elided
-			}
-			_, err = a.WriteAt(want, 0)
-			require.NoError(t, err)
-			require.NoError(t, a.Sync())
-			sb, err := superblock.Read(r.mem[0])
-			require.NoError(t, err)
-			dataOff := int64(sb.DataOffset)
+			r, a, want, dataOff := newLostRig(t, tc.level, tc.members, len(tc.failed))
 
 			for _, f := range tc.failed {
 				require.NoError(t, a.FailMember(r.devs[f].Path))
 			}
 			// Rot one block of the survivor in row 5: no source is left for it.
-			const mo = 5*chunk + 2*4096
+			const mo = lostBlock
 			r.mem[tc.rotten].Bytes()[dataOff+mo+100] ^= 0x5a
 			for i := range tc.failed {
 				require.NoError(t, a.AddMember(r.devs[tc.members+i], false))
@@ -118,4 +102,70 @@ func TestRebuildPastLostBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStaleQueuedReadDropped: a read of a block that is bad on more members
+// than the level can rebuild fails with EIO, and nothing of it happens
+// later. RAID5 used to leave the first source read of its last attempted
+// reconstruction queued on the (pooled) Op when it found the second bad
+// member; the next request run on that Op issued it, into the buffer of
+// the failed read: the same buffer, reused by the caller for the next
+// block, then held another member's bytes, with no error.
+func TestStaleQueuedReadDropped(t *testing.T) {
+	for _, lv := range []struct {
+		level stripe.Level
+		n     int
+		rot   []int // members whose block at the same place rots
+	}{{stripe.RAID5, 4, []int{0, 2}}, {stripe.RAID6, 5, []int{0, 1, 3}}, {stripe.RAID1, 2, []int{0, 1}}, {stripe.RAID10, 4, []int{0, 1}}} {
+		t.Run(lv.level.String(), func(t *testing.T) {
+			r, a, want, dataOff := newLostRig(t, lv.level, lv.n, 0)
+			const mo = lostBlock
+			for _, m := range lv.rot {
+				r.mem[m].Bytes()[dataOff+mo+100] ^= 0x5a
+			}
+			g := a.Geometry()
+			buf := make([]byte, 4096)
+			lost := 0
+			for off := int64(0); off < a.Size(); off += 4096 {
+				_, err := a.ReadAt(buf, off)
+				e := g.Extents(nil, off, 1)[0]
+				if err != nil {
+					assert.ErrorIs(t, err, raid.ErrChecksum)
+					assert.Equal(t, int64(mo), e.Off, "only the rotten column is lost")
+					lost++
+					continue
+				}
+				require.True(t, bytes.Equal(want[off:off+4096], buf), fmt.Sprintf("block at %d (member %d offset %d) reads wrong data", off, e.Member, e.Off))
+			}
+			assert.Positive(t, lost)
+		})
+	}
+}
+
+// lostBlock is the member data offset of the block these tests rot:
+// block 2 of row 5.
+const lostChunk, lostRows = 64 << 10, 16
+const lostBlock = 5*lostChunk + 2*4096
+
+// newLostRig creates an array of level with checksums on members of n
+// (plus spares spare members after them in r), filled with random bytes
+// without zero blocks (none is elided) and synced. It returns the rig, the
+// array, its contents and the members' data offset.
+func newLostRig(t *testing.T, level stripe.Level, n, spares int) (*rig, *raid.Array, []byte, int64) {
+	t.Helper()
+	r := newRig(n+spares, dataOffsetOf(level, n, lostChunk)+64<<10+lostChunk*lostRows)
+	a, err := raid.Create(r.devs[:n], raid.CreateOptions{Name: "lb", Level: level, Chunk: lostChunk, Checksums: true}, raid.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	want := make([]byte, a.Size())
+	rng := randv2.New(randv2.NewPCG(3, 4))
+	for i := range want {
+		want[i] = byte(rng.Uint32() | 1)
+	}
+	_, err = a.WriteAt(want, 0)
+	require.NoError(t, err)
+	require.NoError(t, a.Sync())
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	return r, a, want, int64(sb.DataOffset)
 }

@@ -259,13 +259,6 @@ func (t *windowTarget) gatherDiscard(w *window, off, n int64) bool {
 	return true
 }
 
-// hole marks row as rebuilt as a hole on every target of the window.
-func (w *window) hole(row int64) {
-	for i := range w.targets {
-		w.targets[i].state[row-w.lo] = rowHole
-	}
-}
-
 // invalidate forgets what the window read of role m's device dev when a
 // write or discard of [off, off+n) reaches it: later reads of it go to
 // the device.

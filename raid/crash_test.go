@@ -248,14 +248,7 @@ func crashDuringRebuild(t *testing.T, level stripe.Level, n int, policy raid.Con
 	a, err := raid.Create(devs[:n], co, opts)
 	require.NoError(t, err)
 	size := a.Size()
-	o := newCrashOracle(size)
-	p := make([]byte, size)
-	rng.Read(p)
-	_, err = a.WriteAt(p, 0)
-	require.NoError(t, err)
-	o.write(0, p)
-	require.NoError(t, a.Sync())
-	o.sync()
+	o := filledDurable(t, a, rng)
 	require.NoError(t, a.FailMember(devs[0].Path))
 	require.NoError(t, a.AddMember(devs[n], false)) // the rebuild starts, one row per rowTime
 	// Write behind the rebuild (the first eighth of the array, which it
@@ -331,6 +324,21 @@ type crashOracle struct {
 type oracleWrite struct {
 	off  int64
 	data []byte
+}
+
+// filledDurable writes random bytes over the whole of a, syncs them and
+// returns an oracle that knows them as durable.
+func filledDurable(t *testing.T, a *raid.Array, rng *rand.Rand) *crashOracle {
+	t.Helper()
+	o := newCrashOracle(a.Size())
+	p := make([]byte, a.Size())
+	rng.Read(p)
+	_, err := a.WriteAt(p, 0)
+	require.NoError(t, err)
+	o.write(0, p)
+	require.NoError(t, a.Sync())
+	o.sync()
+	return o
 }
 
 func newCrashOracle(size int64) *crashOracle {
@@ -566,15 +574,7 @@ func writeHoleTrial(t *testing.T, level stripe.Level, n, failed, lost int, polic
 	a, err := raid.Create(devs, raid.CreateOptions{Name: "wh", Level: level, Chunk: chunk, BitmapRegion: 4 * chunk, ConsistencyPolicy: policy}, opts)
 	require.NoError(t, err, "seed %d", seed)
 	size := a.Size()
-	o := newCrashOracle(size)
-	// Old values everywhere, durable.
-	p := make([]byte, size)
-	rng.Read(p)
-	_, err = a.WriteAt(p, 0)
-	require.NoError(t, err)
-	o.write(0, p)
-	require.NoError(t, a.Sync())
-	o.sync()
+	o := filledDurable(t, a, rng) // old values everywhere, durable
 	roles := rng.Perm(n)
 	for _, r := range roles[:failed] {
 		require.NoError(t, a.FailMember(devs[r].Path), "seed %d", seed)

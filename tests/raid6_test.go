@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,17 +101,7 @@ func TestRAID6TwoMemberRebuildWhileServing(t *testing.T) {
 	require.False(t, st.Failed)
 	fioStart := st.Stats
 
-	fio := startFio(t, uri, fmt.Sprint(knownLen), fmt.Sprint(fioLen), "1m")
-	var fioRes fioResult
-	fioDone := false
-	pollUntil(t, 30*time.Second, "fio starts writing", func() bool {
-		select {
-		case fioRes = <-fio:
-			require.FailNow(t, "fio ended before the spares were added", "fio: %v\n%s", fioRes.err, fioRes.out)
-		default:
-		}
-		return srv.fullStatus(t, arr.name).Stats.ClientBytesWritten > fioStart.ClientBytesWritten
-	})
+	fio := fioWhileWriting(t, srv, arr.name, uri, knownLen, fioLen, fioStart.ClientBytesWritten)
 
 	spares := []string{blankMember(t, arr.members[0], "spare1.img"), blankMember(t, arr.members[0], "spare3.img")}
 	for _, s := range spares {
@@ -121,23 +110,7 @@ func TestRAID6TwoMemberRebuildWhileServing(t *testing.T) {
 	st = srv.fullStatus(t, arr.name)
 	require.NotNil(t, st.Recovery, "a rebuild runs right after raidd add (history %+v)", st.History)
 	assert.Equal(t, "rebuild", st.Recovery.Kind)
-	runningWritten := st.Stats.ClientBytesWritten
-	overlap := false
-	for !fioDone {
-		select {
-		case fioRes = <-fio:
-			fioDone = true
-		case <-time.After(50 * time.Millisecond):
-			st := srv.fullStatus(t, arr.name)
-			if st.Recovery == nil {
-				continue
-			}
-			assert.True(t, st.Degraded, "degraded while the rebuild runs")
-			if st.Stats.ClientBytesWritten > runningWritten {
-				overlap = true
-			}
-		}
-	}
+	fioRes, overlap := fioOverRecovery(t, srv, arr.name, fio, st.Stats.ClientBytesWritten, nil)
 	requireFioVerified(t, fioRes)
 	assert.True(t, overlap, "no status showed client writes served while the rebuild ran")
 

@@ -226,6 +226,51 @@ func startFio(t *testing.T, uri, offset, size, writeRate string) <-chan fioResul
 	return res
 }
 
+// fioWhileWriting starts fio over [offset, offset+size) of uri (see
+// startFio) and returns once raidd counts client writes beyond those
+// of before, failing the test if fio ends first.
+func fioWhileWriting(t *testing.T, srv *server, name, uri string, offset, size int64, before int64) <-chan fioResult {
+	t.Helper()
+	fio := startFio(t, uri, fmt.Sprint(offset), fmt.Sprint(size), "1m")
+	pollUntil(t, 30*time.Second, "fio starts writing", func() bool {
+		select {
+		case res := <-fio:
+			require.FailNow(t, "fio ended before the recovery started", "fio: %v\n%s", res.err, res.out)
+		default:
+		}
+		return srv.fullStatus(t, name).Stats.ClientBytesWritten > before
+	})
+	return fio
+}
+
+// fioOverRecovery waits for fio to end, checking every 50 ms the status
+// of an array whose recovery was running with runningWritten client bytes
+// written: each status that still shows the recovery goes to each (which
+// may assert on it), and overlap reports whether one of them counted more
+// client writes, which proves that client writes were served while the
+// recovery ran.
+func fioOverRecovery(t *testing.T, srv *server, name string, fio <-chan fioResult, runningWritten int64, each func(fullStatus)) (res fioResult, overlap bool) {
+	t.Helper()
+	for {
+		select {
+		case res = <-fio:
+			return res, overlap
+		case <-time.After(50 * time.Millisecond):
+			st := srv.fullStatus(t, name)
+			if st.Recovery == nil {
+				continue
+			}
+			assert.True(t, st.Degraded, "degraded while the rebuild runs")
+			if each != nil {
+				each(st)
+			}
+			if st.Stats.ClientBytesWritten > runningWritten {
+				overlap = true
+			}
+		}
+	}
+}
+
 type fioResult struct {
 	out string
 	err error
@@ -287,17 +332,7 @@ func TestRebuildWhileServing(t *testing.T) {
 	fioStart := st.Stats
 
 	// fio writes first, so that the rebuild starts under client I/O.
-	fio := startFio(t, uri, fmt.Sprint(knownLen), fmt.Sprint(fioLen), "1m")
-	var fioRes fioResult
-	fioDone := false
-	pollUntil(t, 30*time.Second, "fio starts writing", func() bool {
-		select {
-		case fioRes = <-fio:
-			require.FailNow(t, "fio ended before the spare was added", "fio: %v\n%s", fioRes.err, fioRes.out)
-		default:
-		}
-		return srv.fullStatus(t, arr.name).Stats.ClientBytesWritten > fioStart.ClientBytesWritten
-	})
+	fio := fioWhileWriting(t, srv, arr.name, uri, knownLen, fioLen, fioStart.ClientBytesWritten)
 
 	spare := blankMember(t, arr.members[1], "spare.img")
 	mustRaidd(t, "add", "--control", srv.ctrl, arr.name, spare)
@@ -309,26 +344,11 @@ func TestRebuildWhileServing(t *testing.T) {
 	// Written while the rebuild was already running: a later status that
 	// still shows the rebuild and counts more client writes proves that
 	// client writes were served while it ran.
-	runningWritten := st.Stats.ClientBytesWritten
-	overlap := false
-	for !fioDone {
-		select {
-		case fioRes = <-fio:
-			fioDone = true
-		case <-time.After(50 * time.Millisecond):
-			st := srv.fullStatus(t, arr.name)
-			if st.Recovery == nil {
-				continue
-			}
-			assert.True(t, st.Degraded, "degraded while the rebuild runs")
-			if d, ok := st.device(spare); assert.True(t, ok) {
-				assert.Equal(t, "rebuilding", d.State, "state of the spare during the rebuild")
-			}
-			if st.Stats.ClientBytesWritten > runningWritten {
-				overlap = true
-			}
+	fioRes, overlap := fioOverRecovery(t, srv, arr.name, fio, st.Stats.ClientBytesWritten, func(st fullStatus) {
+		if d, ok := st.device(spare); assert.True(t, ok) {
+			assert.Equal(t, "rebuilding", d.State, "state of the spare during the rebuild")
 		}
-	}
+	})
 	requireFioVerified(t, fioRes)
 	fioEnd := srv.fullStatus(t, arr.name).Stats
 	read, written := fioEnd.ClientBytesRead-fioStart.ClientBytesRead, fioEnd.ClientBytesWritten-fioStart.ClientBytesWritten

@@ -438,6 +438,7 @@ func (s salvageReader) ReadAt(p []byte, off int64) (int, error) {
 		s.op.lostMu.Lock()
 		for _, rel := range bad {
 			s.op.lost = append(s.op.lost, rel%chunk)
+			s.op.lostAt = append(s.op.lostAt, lostBlock{s.Dev, rel})
 		}
 		s.op.lostMu.Unlock()
 	}
@@ -456,13 +457,29 @@ func (s salvageReader) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	return done, nil
 }
 
+// lostBlock is a source block a salvaging op found failing its checksum.
+type lostBlock struct {
+	d   *integrity.Dev
+	rel int64 // data-region offset
+}
+
 // poisonLost marks, on each target role, the blocks of row at the in-chunk
 // offsets the salvaging op found lost on its sources, and reports them.
+// The source blocks themselves are marked too: they fail their checksums
+// already, but a crash resync reseals a block that disagrees with its
+// checksum inside a dirty region (a torn write looks the same), and it
+// would then serve the rotten bytes as valid. A poisoned block is one it
+// keeps lost (integrity.Dev.Seal).
 func (a *Array) poisonLost(op *Op, row int64, roles []int) error {
 	slices.Sort(op.lost)
 	lost := slices.Compact(op.lost)
 	if len(lost) == 0 {
 		return nil
+	}
+	for _, l := range op.lostAt {
+		if _, err := l.d.Poison(l.rel, csumBlock); err != nil {
+			return err
+		}
 	}
 	chunk := a.geo.Chunk()
 	for _, r := range roles {
@@ -478,6 +495,60 @@ func (a *Array) poisonLost(op *Op, row int64, roles []int) error {
 		a.csum.lost[r].Add(int64(len(lost)))
 		a.event(Event{Kind: EventRebuildLostBlocks, Role: r,
 			Detail: fmt.Sprintf("member %d data offset %d: %d block(s) of row %d could not be rebuilt (their last source failed its checksum); written with a checksum marked bad, so they read as lost (EIO) until rewritten whole", r, row*chunk+lost[0], len(lost), row)})
+	}
+	return nil
+}
+
+// salvageResync resyncs a mirrored row in which a chunk has no copy that
+// passes its checksums: blocks a rebuild marked lost on every copy (see
+// poisonLost), which the resync's reseal keeps lost. Without this the
+// resync would stop at the row for good and the array stay dirty. The row
+// is resynced again with reads that return what each copy holds (salvage,
+// as a rebuild past lost blocks does), so the copies agree on every other
+// block of the chunk, and then every copy of each lost block is marked
+// lost again (the copy written over it got a fresh checksum). The caller
+// holds the row's stripe locks. Parity levels do not need this: their
+// resync leaves a row it cannot read alone.
+func (a *Array) salvageResync(row int64) error {
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked, op.cause, op.noElide, op.salvage = true, causeResync, true, true
+	err := a.layout.Resync(op, row)
+	if err == nil {
+		err = a.poisonLostCopies(op, row)
+	}
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	return err
+}
+
+// poisonLostCopies marks lost every copy of each block a salvaging op on a
+// mirrored array found failing its checksum, and reports them.
+func (a *Array) poisonLostCopies(op *Op, row int64) error {
+	var locs []stripe.Loc
+	chunk := a.geo.Chunk()
+	for _, l := range op.lostAt {
+		m := slices.IndexFunc(op.v.devs, func(d Member) bool { return d == Member(l.d) })
+		if m < 0 {
+			continue
+		}
+		off, role := a.geo.Locate(m, l.rel)
+		if role != stripe.RoleData {
+			continue
+		}
+		locs = a.geo.Copies(locs[:0], off/chunk, off%chunk)
+		for _, loc := range locs {
+			d, ok := op.v.devs[loc.Member].(*integrity.Dev)
+			if !ok || !op.Writable(loc.Member) {
+				continue
+			}
+			if _, err := d.Poison(loc.Off, csumBlock); err != nil {
+				return err
+			}
+		}
+		a.event(Event{Kind: EventChecksumLost, Role: m,
+			Detail: fmt.Sprintf("member %d data offset %d: a block of row %d failed its checksum on every copy during the resync after a crash; the other blocks were resynced, and its copies stay marked lost (EIO) until rewritten whole", m, l.rel, row)})
 	}
 	return nil
 }

@@ -151,10 +151,11 @@ type Op struct {
 	// salvage (a rebuild past lost blocks, checksums.go): reads of
 	// checksummed members return what the member holds even where it fails
 	// its checksum, and the in-chunk offsets of those blocks are recorded
-	// in lost.
+	// in lost, and the blocks themselves in lostAt.
 	salvage bool
 	lostMu  sync.Mutex
 	lost    []int64
+	lostAt  []lostBlock
 
 	batch []ioReq
 	iov   [][]byte // backing store of the ioReq.vec slices
@@ -740,7 +741,7 @@ func (op *Op) reset() {
 	op.found = op.found[:0]
 	op.cause = causeOther
 	op.readErr, op.repaired, op.replFailed, op.csumLost = 0, 0, 0, 0
-	op.salvage, op.lost = false, op.lost[:0]
+	op.salvage, op.lost, op.lostAt = false, op.lost[:0], op.lostAt[:0]
 	if op.inRow {
 		panic("raid: an Op ended between BeginRow and EndRow")
 	}

@@ -65,7 +65,11 @@ func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
 		if err := a.sealRow(op, row); err != nil {
 			return err
 		}
-		return a.layout.Resync(op, row)
+		err := a.layout.Resync(op, row)
+		if err != nil && a.csum != nil && a.geo.Mirrored() && op.lostOnly() {
+			return a.salvageResync(row)
+		}
+		return err
 	})
 	return moved, err
 }

@@ -547,7 +547,7 @@ func (d *Dev) recheck(b int64, blk []byte) (bool, error) {
 	if Matches(blk, e) {
 		return true, nil
 	}
-	if !d.isUnsealed(b * BlockSize) {
+	if !d.isUnsealed(b*BlockSize) || !reseals(blk, e) {
 		return false, nil
 	}
 	d.resealed.Add(1)
@@ -886,11 +886,7 @@ func (d *Dev) Poison(rel, n int64) (int, error) {
 		if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
 			return marked, err
 		}
-		e := ^Sum(blk)
-		if e == 0 {
-			e = 1 // 0 is a hole, which a zero block would match
-		}
-		if err := d.store(b, []uint32{e}); err != nil {
+		if err := d.store(b, []uint32{poisonOf(blk)}); err != nil {
 			return marked, err
 		}
 		marked++
@@ -898,10 +894,33 @@ func (d *Dev) Poison(rel, n int64) (int, error) {
 	return marked, nil
 }
 
+// poisonOf is the entry Poison gives a lost block holding blk: the CRC of
+// its bytes with every bit flipped, never 0 (a hole, which a zero block
+// would match).
+func poisonOf(blk []byte) uint32 {
+	e := ^Sum(blk)
+	if e == 0 {
+		e = 1
+	}
+	return e
+}
+
+// reseals reports whether a block holding blk whose entry is e must get a
+// new checksum after a crash: it does not match, and it is not a block
+// Poison marked lost that still holds the bytes it was marked on. A crash
+// leaves a block and its entry disagreeing only where a write was in
+// flight, and a write that changed a lost block's bytes leaves an entry
+// that is its poison no more; a lost block no write reached keeps its
+// mark, so the resync does not turn it back into valid garbage.
+func reseals(blk []byte, e uint32) bool {
+	return !Matches(blk, e) && e != poisonOf(blk)
+}
+
 // Seal reads data-region bytes [rel, rel+n) and recomputes the checksum of
 // every block there that does not match its entry (resync after a crash:
 // the data is what was written or what was there before, and either is
-// correct). It returns how many blocks it resealed.
+// correct), except blocks Poison marked lost (see reseals). It returns how
+// many blocks it resealed.
 func (d *Dev) Seal(rel, n int64) (int, error) {
 	end := min(rel+n, d.dataEnd-d.dataOff)
 	rel &^= BlockSize - 1
@@ -923,7 +942,7 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 			defer d.putEntries(ep)
 			for j := int64(0); j < nb; j++ {
 				blk := buf[j*BlockSize : min(k, (j+1)*BlockSize)]
-				if !Matches(blk, (*ep)[j]) {
+				if reseals(blk, (*ep)[j]) {
 					if err := d.store(b0+j, []uint32{Sum(blk)}); err != nil {
 						return err
 					}

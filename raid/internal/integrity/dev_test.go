@@ -389,3 +389,38 @@ func TestPoison(t *testing.T) {
 	_, err = d.ReadAt(buf, dataOff+2*4096)
 	assert.NoError(t, err, "a whole-block write gives it a fresh checksum")
 }
+
+// TestSealKeepsPoison: a resync after a crash reseals blocks whose data and
+// checksum disagree, but not a block Poison marked lost that still holds
+// the bytes it was marked on: that block must go on reading as lost, in
+// the unsealed range during the resync and after Seal. A lost block whose
+// bytes a write changed before the crash (data reached, checksum not) is
+// resealed like any other.
+func TestSealKeepsPoison(t *testing.T) {
+	const size = 64 << 10
+	d, m, _ := newDev(t, size, 4)
+	_, err := d.WriteAt(bytes.Repeat([]byte{0x5a}, size), dataOff)
+	require.NoError(t, err)
+	_, err = d.Poison(4096, 2*4096) // blocks 1 and 2
+	require.NoError(t, err)
+	// Block 2's bytes change behind the checksums (a write in flight at the
+	// crash reached the data only).
+	_, err = m.WriteAt(bytes.Repeat([]byte{0x11}, 4096), dataOff+2*4096)
+	require.NoError(t, err)
+
+	d.Unseal([][2]int64{{0, size}})
+	buf := make([]byte, 4096)
+	_, err = d.ReadAt(buf, dataOff+4096)
+	assert.ErrorIs(t, err, integrity.ErrMismatch, "a lost block in an unsealed range still reads as lost")
+	n, err := d.Seal(0, size)
+	require.NoError(t, err)
+	d.SealAll()
+	assert.LessOrEqual(t, n, 1, "only block 2 (if the read above did not reseal it first) is resealed")
+	_, err = d.ReadAt(buf, dataOff+4096)
+	assert.ErrorIs(t, err, integrity.ErrMismatch, "Seal keeps a lost block lost")
+	_, err = d.ReadAt(buf, dataOff+2*4096)
+	require.NoError(t, err, "a lost block a write changed is resealed")
+	assert.Equal(t, bytes.Repeat([]byte{0x11}, 4096), buf)
+	_, err = d.ReadAt(buf, dataOff)
+	require.NoError(t, err)
+}

@@ -224,6 +224,11 @@ func (d *Dev) splitIO(p []byte, off int64, checked, raw func([]byte, int64) (int
 
 func (d *Dev) inData(off, n int64) bool { return off >= d.dataOff && off+n <= d.dataEnd }
 
+// outside reports whether [off, off+n) lies wholly outside the data region
+// (the header, the write-hole log, the checksum area): such I/O passes
+// through untouched.
+func (d *Dev) outside(off, n int64) bool { return off+n <= d.dataOff || off >= d.dataEnd }
+
 // lockRange takes the granule locks of blocks [b0, b1] in ascending order
 // and returns the mask to unlock.
 func (d *Dev) lockRange(b0, b1 int64) uint64 {
@@ -307,6 +312,9 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 		if int64(len(b))%BlockSize != 0 {
 			aligned = false
 		}
+	}
+	if d.vec != nil && d.outside(off, total) {
+		return d.vec.ReadvAt(bufs, off) // nothing to verify: one request, as without the Dev
 	}
 	if d.vec == nil || !aligned || !d.inData(off, total) {
 		o := off
@@ -704,6 +712,14 @@ func (d *Dev) wholeBlocks(bufs [][]byte, off int64) (int64, bool) {
 // WritevAt writes consecutive buffers starting at off.
 func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 	total, whole := d.wholeBlocks(bufs, off)
+	if d.vec != nil && d.outside(off, total) {
+		// Nothing to checksum (a write-hole log record): one request, as
+		// without the Dev. Split into one write per buffer, a record of
+		// three buffers cost three member writes, each under the log's
+		// lock, and RAID5 random 4K writes on throttled disks ran at 40%
+		// of their speed without checksums.
+		return d.vec.WritevAt(bufs, off)
+	}
 	if d.vec == nil || !whole {
 		return d.writeEach(bufs, off)
 	}

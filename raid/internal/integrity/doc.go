@@ -77,6 +77,8 @@
 //     bytes just read, while they are in cache, and one cache lookup per
 //     request; a write one CRC pass and the cache update. Checksum pages
 //     are written only by Sync, or when dirty pages fill half the cache.
+//     I/O outside the data region passes through as it came: a vectored
+//     write there (raid's write-hole log record) stays one request.
 //   - Concurrency: all methods may be called concurrently on any ranges.
 //     Writes, discards and re-verification of a block take a lock per 64
 //     KiB granule (striped); the page cache has one mutex. Lock order:

@@ -277,7 +277,7 @@ func TestReadErrorRepair(t *testing.T) {
 func TestRebuildResumesAtCheckpoint(t *testing.T) {
 	const chunk = 4 << 10
 	const rows = 400
-	const rate = 100 // rows per second
+	const rate = 16 // rows per second: a job window of one row at this rate (1/16 s of it)
 	const rowTime = time.Second / rate
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	r := newRig(4, memberSizeFor(chunk, rows))

@@ -37,7 +37,7 @@ func deviceOf(t *testing.T, st raid.Status, path string) (raid.MemberStatus, boo
 func TestReplaceResumesAtCheckpoint(t *testing.T) {
 	const chunk = 4 << 10
 	const rows = 400
-	const rate = 100 // rows per second
+	const rate = 16 // rows per second: a job window of one row at this rate (1/16 s of it)
 	const rowTime = time.Second / rate
 	opts := func(clk *clock.Fake) raid.Options {
 		return raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk, ProgressInterval: 2 * rowTime}, clk)
@@ -198,7 +198,7 @@ func TestReplaceOldFailsSuperblockWrite(t *testing.T) {
 func TestReplaceStoppedByCloseGetsCachedWrites(t *testing.T) {
 	const chunk = 4 << 10
 	const rows = 400
-	const rate = 100 // rows per second
+	const rate = 16 // rows per second: a job window of one row at this rate (1/16 s of it)
 	const rowTime = time.Second / rate
 	opts := func(clk *clock.Fake) raid.Options {
 		return raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk,

@@ -172,7 +172,7 @@ func TestRateLimitChargesBytesMoved(t *testing.T) {
 // rows × chunk. The data sits in the last rows, so that the rebuild passes
 // the holes at once and is then paced by the limiter on a fake clock.
 func TestRebuildProgressSparse(t *testing.T) {
-	const chunk, rows, full = 64 << 10, 64, 32 // data in 8 job windows of 4 rows at this rate
+	const chunk, rows, full = 64 << 10, 256, 128 // data in 8 job windows of 16 rows at this rate
 	const rate = 16 << 20
 	rowTime := time.Duration(chunk) * time.Second / rate
 	devs := sparseMembers(t, 4, chunk, rows)

@@ -500,55 +500,90 @@ func (a *Array) poisonLost(op *Op, row int64, roles []int) error {
 }
 
 // salvageResync resyncs a mirrored row in which a chunk has no copy that
-// passes its checksums: blocks a rebuild marked lost on every copy (see
-// poisonLost), which the resync's reseal keeps lost. Without this the
-// resync would stop at the row for good and the array stay dirty. The row
-// is resynced again with reads that return what each copy holds (salvage,
-// as a rebuild past lost blocks does), so the copies agree on every other
-// block of the chunk, and then every copy of each lost block is marked
-// lost again (the copy written over it got a fresh checksum). The caller
-// holds the row's stripe locks. Parity levels do not need this: their
-// resync leaves a row it cannot read alone.
+// passes its checksums, which the ordinary resync (copy the first good
+// copy over the others) cannot do; without this the resync would stop at
+// the row for good and the array stay dirty. A block a rebuild marked lost
+// on every copy (see poisonLost) is such a block: the resync's reseal keeps
+// it lost. Each chunk of the row is read from every readable copy as the
+// copies hold it (integrity.Dev.ReadLost), and the copies are merged block
+// by block: each block from a copy whose checksum vouches for it. The
+// merged chunk is written to every copy, so the copies agree again, and a
+// block no copy vouches for is marked lost on every copy (the write gave
+// it a fresh checksum). A block bad on one copy and good on another is
+// thereby repaired, never lost. The caller holds the row's stripe locks.
+// Parity levels do not need this: their resync leaves a row it cannot read
+// alone.
 func (a *Array) salvageResync(row int64) error {
 	op := a.getOp()
 	defer a.putOp(op)
-	op.locked, op.cause, op.noElide, op.salvage = true, causeResync, true, true
-	err := a.layout.Resync(op, row)
-	if err == nil {
-		err = a.poisonLostCopies(op, row)
+	op.locked, op.cause, op.noElide = true, causeResync, true
+	chunk := a.geo.Chunk()
+	first, last := a.geo.RowStripes(row)
+	for c := first; c <= last; c++ {
+		if err := a.salvageChunk(op, row, c, chunk); err != nil {
+			return err
+		}
 	}
 	if op.settle() {
 		a.handleFailures(op)
 	}
-	return err
+	return nil
 }
 
-// poisonLostCopies marks lost every copy of each block a salvaging op on a
-// mirrored array found failing its checksum, and reports them.
-func (a *Array) poisonLostCopies(op *Op, row int64) error {
-	var locs []stripe.Loc
-	chunk := a.geo.Chunk()
-	for _, l := range op.lostAt {
-		m := slices.IndexFunc(op.v.devs, func(d Member) bool { return d == Member(l.d) })
-		if m < 0 {
+// salvageChunk merges the copies of mirrored chunk c (see salvageResync).
+func (a *Array) salvageChunk(op *Op, row, c, chunk int64) error {
+	var merged []byte
+	var lost []int64 // in-chunk offsets of blocks no copy vouches for
+	bad := map[int][]int64{}
+	locs := slices.Clone(op.Copies(c, 0))
+	for _, loc := range locs {
+		d, ok := op.v.devs[loc.Member].(*integrity.Dev)
+		if !ok || !op.Readable(loc.Member) {
 			continue
 		}
-		off, role := a.geo.Locate(m, l.rel)
-		if role != stripe.RoleData {
+		buf := op.Buf(chunk)
+		_, b, err := d.ReadLost(buf, op.v.dataOff+loc.Off)
+		if err != nil {
+			continue // the write below meets the member's error and handles it
+		}
+		for i := range b {
+			b[i] -= loc.Off
+		}
+		bad[loc.Member] = b
+		if merged == nil {
+			merged, lost = buf, bad[loc.Member]
 			continue
 		}
-		locs = a.geo.Copies(locs[:0], off/chunk, off%chunk)
+		// Blocks lost so far that this copy vouches for are taken from it.
+		lost = slices.DeleteFunc(lost, func(in int64) bool {
+			if slices.Contains(bad[loc.Member], in) {
+				return false
+			}
+			copy(merged[in:min(in+csumBlock, chunk)], buf[in:])
+			return true
+		})
+	}
+	if merged == nil {
+		return ErrTooManyFailures
+	}
+	for _, loc := range locs {
+		if op.Writable(loc.Member) {
+			op.Write(loc.Member, merged, loc.Off)
+		}
+	}
+	op.Run()
+	for _, in := range lost {
 		for _, loc := range locs {
 			d, ok := op.v.devs[loc.Member].(*integrity.Dev)
 			if !ok || !op.Writable(loc.Member) {
 				continue
 			}
-			if _, err := d.Poison(loc.Off, csumBlock); err != nil {
+			if _, err := d.Poison(loc.Off+in, csumBlock); err != nil {
 				return err
 			}
 		}
-		a.event(Event{Kind: EventChecksumLost, Role: m,
-			Detail: fmt.Sprintf("member %d data offset %d: a block of row %d failed its checksum on every copy during the resync after a crash; the other blocks were resynced, and its copies stay marked lost (EIO) until rewritten whole", m, l.rel, row)})
+		a.event(Event{Kind: EventChecksumLost, Role: locs[0].Member,
+			Detail: fmt.Sprintf("member %d data offset %d: a block of row %d failed its checksum on every copy during the resync after a crash; the copies were resynced around it, and it stays marked lost (EIO) on each until rewritten whole", locs[0].Member, locs[0].Off+in, row)})
 	}
 	return nil
 }

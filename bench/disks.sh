@@ -255,9 +255,11 @@ fi
 # read bandwidth. The time is the scrub's own, from its start to its finish
 # as the array records them (last_scrub in the status). SCRUB=0 skips this
 # block.
-if [[ ${SCRUB:-1} != 0 ]]; then
-	echo
-	printf '%-8s %12s %10s %22s\n' target "data/member" seconds "MiB/s per member / bw"
+# redundant_targets prints "TARGET TNAME NAME" for every array with
+# redundancy (not the peer, not RAID0): its target entry, its name in the
+# tables and its raidd array name.
+redundant_targets() {
+	local target tname level name
 	for target in "${targets[@]}"; do
 		tname=${target%%:*}
 		level=${target#*:}
@@ -265,6 +267,14 @@ if [[ ${SCRUB:-1} != 0 ]]; then
 		[[ $tname == peer || $level == 0 ]] && continue
 		name=r$level
 		[[ $tname == *+csum ]] && name+=c
+		echo "$target $tname $name"
+	done
+}
+
+if [[ ${SCRUB:-1} != 0 ]]; then
+	echo
+	printf '%-8s %12s %10s %22s\n' target "data/member" seconds "MiB/s per member / bw"
+	while read -r -u 3 target tname name; do
 		ctl="$sock/$name.ctl"
 		echo "scrubbing $tname ..." >&2
 		"$bin" check --control "$ctl" "$name" >"$work/scrub.$tname.out" 2>&1 || {
@@ -289,7 +299,7 @@ rate = per_member / 2**20 / secs
 bw = float(sys.argv[2])
 print(f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
 EOF
-	done
+	done 3< <(redundant_targets)
 	echo "scrub: every member's data region read once; target 0.9 of a disk's sequential read bandwidth"
 fi
 
@@ -372,20 +382,14 @@ if [[ ${REBUILD:-1} != 0 ]]; then
 			echo "rebuild under random 4K client I/O (fio randrw iodepth 16), rebuild_min_rate $MIN_RATE MiB/s:"
 			printf '%-8s %12s %10s %22s %12s %12s\n' target "data/member" seconds "MiB/s written / bw" "/ min_rate" "client IOPS"
 		fi
-		for target in "${targets[@]}"; do
-			tname=${target%%:*}
-			level=${target#*:}
-			level=${level%%:*}
-			[[ $tname == peer || $level == 0 ]] && continue
-			name=r$level
-			[[ $tname == *+csum ]] && name+=c
+		while read -r -u 3 target tname name; do
 			read -r -a mem <<<"${members_of[$name]}"
 			if [[ $load == 0 ]]; then
 				rebuild_rate "$tname" "$name" "${mem[0]}"
 			else
 				rebuild_rate "$tname" "$name" "${mem[1]}" "${target#*:*:}"
 			fi
-		done
+		done 3< <(redundant_targets)
 	done
 	echo "rebuild: the new member's data region written once; target 0.95 of a disk's sequential write bandwidth when idle, and at least rebuild_min_rate under load"
 fi

@@ -89,14 +89,7 @@ func TestRebuildPastLostBlocks(t *testing.T) {
 			// block; on parity levels by a write of their whole stripe (a
 			// partial write there must read the other lost blocks of the
 			// column for its parity, and fails as those reads do).
-			for _, off := range bad {
-				lo, n := off, int64(4096)
-				if !g.Mirrored() {
-					lo, n = off/g.StripeWidth()*g.StripeWidth(), g.StripeWidth()
-				}
-				_, err := a.WriteAt(want[lo:lo+n], lo)
-				require.NoError(t, err)
-			}
+			healLost(t, a, want, bad)
 			for _, off := range bad {
 				_, err := a.ReadAt(buf, off)
 				require.NoError(t, err, "block %d after a whole-block write", off)
@@ -167,14 +160,9 @@ func TestResyncKeepsLostBlocks(t *testing.T) {
 			}
 			assert.True(t, hasEvent(st, raid.EventResyncFinished), "the resync finished")
 			// They still heal when written whole (see TestRebuildPastLostBlocks).
+			healLost(t, b, want, bad)
 			for _, off := range bad {
-				lo, n := off, int64(4096)
-				if !g.Mirrored() {
-					lo, n = off/g.StripeWidth()*g.StripeWidth(), g.StripeWidth()
-				}
-				_, err := b.WriteAt(want[lo:lo+n], lo)
-				require.NoError(t, err)
-				_, err = b.ReadAt(buf, off)
+				_, err := b.ReadAt(buf, off)
 				require.NoError(t, err)
 				assert.Equal(t, want[off:off+4096], buf)
 			}
@@ -224,6 +212,23 @@ func TestStaleQueuedReadDropped(t *testing.T) {
 // block 2 of row 5.
 const lostChunk, lostRows = 64 << 10, 16
 const lostBlock = 5*lostChunk + 2*4096
+
+// healLost writes the lost blocks at the array offsets in bad whole from
+// want: on mirrors block by block; on parity levels their whole stripe (a
+// partial write there must read the other lost blocks of the column for
+// its parity, and fails as those reads do).
+func healLost(t *testing.T, a *raid.Array, want []byte, bad []int64) {
+	t.Helper()
+	g := a.Geometry()
+	for _, off := range bad {
+		lo, n := off, int64(4096)
+		if !g.Mirrored() {
+			lo, n = off/g.StripeWidth()*g.StripeWidth(), g.StripeWidth()
+		}
+		_, err := a.WriteAt(want[lo:lo+n], lo)
+		require.NoError(t, err)
+	}
+}
 
 // newLostRig creates an array of level with checksums on members of n
 // (plus spares spare members after them in r), filled with random bytes

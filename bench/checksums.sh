@@ -23,6 +23,8 @@
 #   RUNTIME    seconds per fio job, after RAMP            (default 5)
 #   RAMP       fio ramp_time in seconds                   (default 1)
 #   ROUNDS     interleaved rounds; medians are printed    (default 3)
+#   JOBS       fio jobs to run, from seq-read-1M seq-write-1M rand-read-4K
+#              rand-write-4K                              (default all four)
 #   SHM        directory for member files                 (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
 set -euo pipefail
@@ -152,12 +154,21 @@ for target in "${targets[@]}"; do
 		--output-format=json --output="$work/pre.$tname.json" >/dev/null
 done
 
-jobs=(
+alljobs=(
 	"seq-read-1M:--rw=read --bs=1M --iodepth=8"
 	"seq-write-1M:--rw=write --bs=1M --iodepth=8"
 	"rand-read-4K:--rw=randread --bs=4k --iodepth=32"
 	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
 )
+JOBS=${JOBS:-"seq-read-1M seq-write-1M rand-read-4K rand-write-4K"}
+jobs=()
+for want in $JOBS; do
+	found=
+	for job in "${alljobs[@]}"; do
+		[[ ${job%%:*} == "$want" ]] && jobs+=("$job") && found=1
+	done
+	[[ -n $found ]] || die "unknown job $want in JOBS (known: seq-read-1M seq-write-1M rand-read-4K rand-write-4K)"
+done
 
 # cpu_ticks PID: user + system clock ticks of the process.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -204,20 +215,28 @@ def med(job, target):
     rs = [run(job, target, r) for r in range(1, rounds + 1)]
     return statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs)
 
+def spread(job, level):
+    # on/off of each round (the two ran one after the other): its range
+    # says how far a single pair can be trusted on this machine.
+    rs = [run(job, f"r{level}on", r)[0] / run(job, f"r{level}off", r)[0] for r in range(1, rounds + 1)]
+    return min(rs), max(rs)
+
 levels = []
 for name, level, csum in targets:
     if level not in levels:
         levels.append(level)
-print(f"{'level':<7}{'job':<15}{'off':>10}{'on':>10}{'on/off':>8}{'cost':>7}{'cpu us/MiB off':>16}{'on':>8}{'target':>8}")
-print("-" * 89)
+print(f"{'level':<7}{'job':<15}{'off':>10}{'on':>10}{'on/off':>8}{'cost':>7}{'rounds':>12}{'cpu us/MiB off':>16}{'on':>8}{'target':>8}")
+print("-" * 101)
 for level in levels:
     for job in jobs:
         off, coff = med(job, f"r{level}off")
         on, con = med(job, f"r{level}on")
         target = "15%" if job == "rand-write-4K" else ("10%" if job.startswith("seq") else "-")
-        print(f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{coff:>16.0f}{con:>8.0f}{target:>8}")
+        lo, hi = spread(job, level)
+        print(f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{f'{lo:.2f}-{hi:.2f}':>12}{coff:>16.0f}{con:>8.0f}{target:>8}")
 print()
 print("off/on: sequential jobs in MiB/s, random jobs in IOPS; median of", rounds, "interleaved round(s)")
 print("cost: 1 - on/off (the issue's targets: at most 10% on sequential read and write, 15% on random 4K write)")
+print("rounds: the lowest and highest on/off of a single round (off and on ran one after the other)")
 print("cpu us/MiB: raidd's user + system CPU time per MiB the job moved")
 EOF

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/raid/internal/integrity"
 )
 
 // BenchmarkChecksums measures the cost of per-block checksums: the same
@@ -84,4 +85,59 @@ func benchCsumArray(b *testing.B, s benchShape, csum bool) *raid.Array {
 	require.NoError(b, err)
 	b.Cleanup(func() { a.Close() })
 	return a
+}
+
+// BenchmarkChecksumFloor is the yardstick for BenchmarkChecksums on memory
+// members: what a read with checksums cannot avoid there. A memory
+// member's read is a copy; with checksums the copied bytes also pass
+// through the CRC32C. It walks 128 MiB (beyond the caches, as the arrays
+// do) in 1 MiB pieces, interleaved in one run:
+//
+//   - copy: the copy alone (BenchmarkMemcpy);
+//   - copy+crc: the copy, then the CRC32C of every 4 KiB block of the
+//     piece, as integrity.Dev verifies a read of 1 MiB (while the bytes
+//     are still in the core's cache);
+//   - copy+crc-per-block: each 4 KiB block copied and its CRC computed
+//     at once, while the block is in the first-level cache: the best a
+//     copy that checksums as it goes could do;
+//   - crc: the CRC32C alone, over bytes in memory.
+//
+// The time of copy+crc over copy is the least a read with checksums
+// costs on memory members, whatever the engine does around it.
+func BenchmarkChecksumFloor(b *testing.B) {
+	const total, piece, blk = 128 << 20, 1 << 20, integrity.BlockSize
+	src, dst := make([]byte, total), make([]byte, total)
+	for i := range src { // fault every page in first (see BenchmarkMemcpy)
+		src[i], dst[i] = byte(i), byte(i>>8)
+	}
+	var sink uint32
+	for _, work := range []string{"copy", "copy+crc", "copy+crc-per-block", "crc"} {
+		b.Run(work, func(b *testing.B) {
+			b.SetBytes(piece)
+			off := 0
+			for b.Loop() {
+				d, s := dst[off:off+piece], src[off:off+piece]
+				switch work {
+				case "copy":
+					copy(d, s)
+				case "copy+crc":
+					copy(d, s)
+					for i := 0; i < piece; i += blk {
+						sink += integrity.Sum(d[i : i+blk])
+					}
+				case "copy+crc-per-block":
+					for i := 0; i < piece; i += blk {
+						copy(d[i:i+blk], s[i:i+blk])
+						sink += integrity.Sum(d[i : i+blk])
+					}
+				case "crc":
+					for i := 0; i < piece; i += blk {
+						sink += integrity.Sum(s[i : i+blk])
+					}
+				}
+				off = (off + piece) % total
+			}
+		})
+	}
+	_ = sink
 }

@@ -197,8 +197,7 @@ func (l *Layout) WriteAt(op *raid.Op, p []byte, off int64) error {
 
 // write writes p (or zeroes when p is nil) to [off, off+n).
 func (l *Layout) write(op *raid.Op, p []byte, off, n int64) error {
-	var w rowWrite
-	if err := parity.EachRow(op, p, off, n, l.chunk, l.dk, &w, func(w *rowWrite) error { return l.writeRow(op, w) }); err != nil {
+	if err := parity.EachRow(op, p, off, n, l.chunk, l.dk, func(w *rowWrite) error { return l.writeRow(op, w) }); err != nil {
 		return err
 	}
 	op.Run()

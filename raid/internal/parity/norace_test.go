@@ -1,0 +1,5 @@
+//go:build !race
+
+package parity_test
+
+const raceEnabled = false

@@ -9,6 +9,11 @@
 #
 #   bench/nbd-ab.sh OLD_RAIDD NEW_RAIDD
 #   LEVELS="0 5" JOBS="sr sw rw rr" ROUNDS=2 RUNTIME=5 bench/nbd-ab.sh A B
+#   bench/nbd-ab.sh nbdkit NEW_RAIDD
+#
+# A side named nbdkit is nbd.sh's peer instead of a raidd binary:
+# `nbdkit --threads 2 file` on one tmpfs image as large as the RAID0 of
+# the same members (the same for every level).
 #
 # Jobs: sr/sw sequential read/write bs=1M iodepth 8; rr/rw random 4 KiB
 # read/write iodepth 32. Needs fio (nbd engine), nbdinfo and python3.
@@ -44,10 +49,17 @@ one() {
 	w=$(mktemp -d "$SHM/raidd-ab.XXXXXX")
 	s=$(mktemp -d /tmp/rab.XXXXXX)
 	for i in 0 1 2 3; do m+=("$w/m$i"); done
-	"$bin" create --name a --level "$level" --chunk "$CHUNK" --size "$MEMBER_SIZE" "${m[@]}" >/dev/null 2>&1
-	"$bin" serve --listen "unix:$s/a.sock" --control "$s/a.ctl" --log-level warn "${m[@]}" >"$w/log" 2>&1 &
-	pid=$!
-	uri="nbd+unix:///a?socket=$s/a.sock"
+	if [[ $bin == nbdkit ]]; then
+		truncate -s "$(($(numfmt --from=iec "$MEMBER_SIZE") * 4))" "$w/peer.img"
+		nbdkit --foreground --exit-with-parent --threads 2 -U "$s/a.sock" file "$w/peer.img" >"$w/log" 2>&1 &
+		pid=$!
+		uri="nbd+unix:///?socket=$s/a.sock"
+	else
+		"$bin" create --name a --level "$level" --chunk "$CHUNK" --size "$MEMBER_SIZE" "${m[@]}" >/dev/null 2>&1
+		"$bin" serve --listen "unix:$s/a.sock" --control "$s/a.ctl" --log-level warn "${m[@]}" >"$w/log" 2>&1 &
+		pid=$!
+		uri="nbd+unix:///a?socket=$s/a.sock"
+	fi
 	for ((i = 0; i < 100; i++)); do
 		nbdinfo --size "$uri" >/dev/null 2>&1 && break
 		sleep 0.1

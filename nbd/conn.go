@@ -21,7 +21,8 @@ const (
 
 // conn is one client connection. Its lifecycle is: handshake (one goroutine,
 // deadline HandshakeTimeout), then transmission: the serving goroutine becomes
-// the request reader, Options.Workers worker goroutines execute requests, and
+// the request reader, Options.Workers worker goroutines execute requests (the
+// reader runs a WRITE itself when the device says so: InlineWriter), and
 // replies are written by whichever goroutine produced them under wmu.
 type conn struct {
 	s  *Server
@@ -219,8 +220,20 @@ func (c *conn) readLoop() {
 			}
 		}
 		c.beginRequest()
+		if c.inlineWrite(&h) {
+			c.execute(r)
+			c.finish(r)
+			c.endRequest()
+			continue
+		}
 		c.work <- r
 	}
+}
+
+// inlineWrite reports whether the reader runs request h itself: a WRITE
+// without FUA to a device that says its writes do not wait (InlineWriter).
+func (c *conn) inlineWrite(h *requestHeader) bool {
+	return h.typ == cmdWrite && h.flags&cmdFlagFUA == 0 && c.exp.inline != nil && c.exp.inline.WritesInline()
 }
 
 // logPayloadEnd logs why reading a WRITE payload failed.

@@ -113,6 +113,19 @@ type BlockStatuser interface {
 	BlockStatus(off, n int64) (length int64, zero bool, err error)
 }
 
+// InlineWriter says whether a WRITE may run on the connection's request
+// reader instead of being handed to a worker goroutine. WritesInline is
+// called for every WRITE without NBD_CMD_FLAG_FUA; when it returns true the
+// reader calls WriteAt itself and sends the reply before it reads the next
+// request. That saves a goroutine hand-off (a wake-up, often a thread
+// switch) per request, but the connection's writes then run one at a time:
+// a device should say true only while its writes are CPU work that never
+// waits for a device (memory, tmpfs). FUA writes, and every other command,
+// always go to the workers.
+type InlineWriter interface {
+	WritesInline() bool
+}
+
 // MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a
 // FLUSH or FUA completed on one connection makes every write completed on any
 // connection durable, and every connection sees the same data.
@@ -138,6 +151,7 @@ type caps struct {
 	cacher     Cacher
 	multiConn  MultiConner
 	statuser   BlockStatuser
+	inline     InlineWriter
 }
 
 func discoverCaps(d Device) caps {
@@ -154,6 +168,7 @@ func discoverCaps(d Device) caps {
 	c.cacher, _ = d.(Cacher)
 	c.multiConn, _ = d.(MultiConner)
 	c.statuser, _ = d.(BlockStatuser)
+	c.inline, _ = d.(InlineWriter)
 	return c
 }
 

@@ -1,6 +1,10 @@
 package raid
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/raidd/raidd/raid/internal/integrity"
+)
 
 func (a *Array) checkRange(off, n int64, write bool) error {
 	if off < 0 || n < 0 || off > a.geo.Size() || n > a.geo.Size()-off {
@@ -341,4 +345,41 @@ func (a *Array) CanMultiConn() bool { return true }
 // and keeps it at or below the maximum.
 func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
 	return 1, uint32(min(a.geo.StripeWidth(), 32<<20)), 32 << 20
+}
+
+// WritesInline reports whether a write may be served on the goroutine that
+// received it (the NBD server's request reader) instead of being handed to
+// another: every member, and every replacement being built, is held in
+// memory (a file on tmpfs or ramfs without O_DIRECT, or a memory member),
+// so a write, with its parity, log record and bitmap syncs, is CPU work
+// that never waits for a device, and a hand-off between goroutines would
+// cost more than it overlaps. Writes to any other member can wait for a
+// device (a disk behind the page cache at a sync, a direct member at every
+// write), and a connection's writes must then run side by side. It is also
+// false while parity writes are gathered without a stripe cache, whose
+// leader may wait for the rest of a stream that the same reader would
+// deliver.
+func (a *Array) WritesInline() bool {
+	if a.coalesce && a.cache == nil {
+		return false
+	}
+	v := a.view.Load()
+	for _, devs := range [2][]Member{v.devs, v.repl} {
+		for _, d := range devs {
+			if d != nil && !inMemory(d) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// inMemory reports whether member d says it is held in memory, looking
+// through the checksum wrapper.
+func inMemory(d any) bool {
+	if w, ok := d.(*integrity.Dev); ok {
+		d = w.Inner()
+	}
+	m, ok := d.(interface{ InMemory() bool })
+	return ok && m.InMemory()
 }

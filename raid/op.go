@@ -452,17 +452,18 @@ func (op *Op) Run() int {
 	}
 	// Writes to a member that goes through the page cache (a file opened
 	// without O_DIRECT) are copies into memory that do not wait for a
-	// device: a worker would run them no sooner, and the hand-off costs
-	// more than the copy's share of a request, so they run here too, after
-	// the hand-offs (which are reads, and I/O to direct members, whose
-	// devices work in parallel).
+	// device, and so are small reads of a member held in memory (tmpfs):
+	// a worker would run them no sooner, and the hand-off costs more than
+	// the copy's share of a request, so they run here too, after the
+	// hand-offs (large reads, which copy in parallel, and I/O to members
+	// whose devices work in parallel).
 	cheap := false
 	for i := 0; i < last; i++ {
 		r := &op.batch[i]
 		if r.merged {
 			continue
 		}
-		if r.kind == ioWrite && buffered(r.dev) {
+		if r.cheap() {
 			cheap = true
 			continue
 		}
@@ -472,7 +473,7 @@ func (op *Op) Run() int {
 	}
 	if cheap {
 		for i := 0; i < last; i++ {
-			if r := &op.batch[i]; !r.merged && r.kind == ioWrite && buffered(r.dev) {
+			if r := &op.batch[i]; !r.merged && r.cheap() {
 				r.do()
 			}
 		}
@@ -532,6 +533,23 @@ func (op *Op) Run() int {
 	op.batch = op.batch[:0]
 	op.rowMark = 0 // what a row queued before this Run has run
 	return bad
+}
+
+// inlineReadMax is the largest read of a member held in memory that Run
+// does on the request's goroutine (a read-modify-write's old data and
+// parity); larger ones are copied by the workers in parallel.
+const inlineReadMax = 64 << 10
+
+// cheap reports whether r is memory work that never waits for a device
+// and is not worth a hand-off (see Run).
+func (r *ioReq) cheap() bool {
+	switch r.kind {
+	case ioWrite:
+		return buffered(r.dev)
+	case ioRead:
+		return r.vec == nil && r.n <= inlineReadMax && inMemory(r.dev)
+	}
+	return false
 }
 
 // buffered reports whether dev says that its I/O goes through the page

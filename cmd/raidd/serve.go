@@ -47,6 +47,7 @@ type exportDevice interface {
 	nbd.MultiConner
 	nbd.BlockSizer
 	nbd.BlockStatuser
+	nbd.InlineWriter
 }
 
 var _ exportDevice = (*raid.Array)(nil)

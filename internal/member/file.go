@@ -54,6 +54,8 @@ type File struct {
 	readOnly bool
 	// canDiscard: Discard frees space cheaply (probed at Open).
 	canDiscard bool
+	// inMemory: a regular file on tmpfs or ramfs (probed at Open).
+	inMemory bool
 	// rc reaches the descriptor under the os.File's reference count, so
 	// that a concurrent Close cannot recycle it (control, vectored).
 	rc     syscall.RawConn
@@ -118,7 +120,19 @@ func Open(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	m.initTail()
+	m.inMemory = !m.block && !m.direct && onMemoryFS(m.rc)
 	return m, nil
+}
+
+// onMemoryFS reports whether the file behind rc lives on a file system
+// held in memory (tmpfs, ramfs). An fstatfs error counts as no.
+func onMemoryFS(rc syscall.RawConn) bool {
+	var st unix.Statfs_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstatfs(int(fd), &st) }); err != nil || serr != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
 
 // OpenPlain opens path as Open would, read-only or read-write, with the
@@ -311,6 +325,11 @@ func (m *File) IsBlockDevice() bool { return m.block }
 // bypasses the page cache and waits for the device); without it a write
 // is a copy into the page cache.
 func (m *File) Direct() bool { return m.direct }
+
+// InMemory reports whether the member is a file on a file system held in
+// memory (tmpfs, ramfs) opened without O_DIRECT: its writes and syncs are
+// memory copies that never wait for a device.
+func (m *File) InMemory() bool { return m.inMemory }
 
 // Size returns the member's size in bytes, fixed at Open.
 func (m *File) Size() int64 { return m.size }

@@ -349,6 +349,32 @@ func TestDirectFlag(t *testing.T) {
 	assert.Equal(t, int64(1<<20), f.Size())
 }
 
+// TestInMemory: a file on tmpfs opened without O_DIRECT is in memory; one
+// on a disk file system, or opened with O_DIRECT, is not.
+func TestInMemory(t *testing.T) {
+	assert.True(t, member.NewMemory(4096).InMemory())
+	isTmpfs := func(dir string) bool {
+		var st unix.Statfs_t
+		return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+	}
+	if isTmpfs("/dev/shm") {
+		dir, err := os.MkdirTemp("/dev/shm", "member-test")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		path := filepath.Join(dir, "m.img")
+		require.NoError(t, member.CreateSparse(path, 1<<20))
+		assert.True(t, openFile(t, path, member.Options{}).InMemory(), "a tmpfs file")
+	}
+	path := tempMember(t, 1<<20)
+	if isTmpfs(filepath.Dir(path)) {
+		return
+	}
+	assert.False(t, openFile(t, path, member.Options{}).InMemory(), "a file on a disk file system")
+	if directSupported(t, path) {
+		assert.False(t, openFile(t, path, member.Options{Direct: true}).InMemory(), "an O_DIRECT file")
+	}
+}
+
 func TestBlockDevice(t *testing.T) {
 	const size = 1 << 20
 	dev := loopDevice(t, size)

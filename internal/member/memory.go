@@ -30,6 +30,9 @@ func NewMemory(size int64) *Memory {
 	return &Memory{buf: make([]byte, size)}
 }
 
+// InMemory reports true: writes and syncs never wait for a device.
+func (m *Memory) InMemory() bool { return true }
+
 // CanDiscard reports true: discarding memory is clearing it.
 func (m *Memory) CanDiscard() bool { return true }
 

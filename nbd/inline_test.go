@@ -1,0 +1,89 @@
+package nbd
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// inlineDev is a memDev that says whether its writes may run on the
+// request reader (InlineWriter) and records how many WriteAt and
+// WriteAtFUA calls ran at once.
+type inlineDev struct {
+	*memDev
+	inline        atomic.Bool
+	running, most atomic.Int64
+}
+
+func (d *inlineDev) WritesInline() bool { return d.inline.Load() }
+
+func (d *inlineDev) enter() {
+	n := d.running.Add(1)
+	for m := d.most.Load(); n > m && !d.most.CompareAndSwap(m, n); m = d.most.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+}
+
+func (d *inlineDev) WriteAt(p []byte, off int64) (int, error) {
+	d.enter()
+	defer d.running.Add(-1)
+	return d.memDev.WriteAt(p, off)
+}
+
+func (d *inlineDev) WriteAtFUA(p []byte, off int64) (int, error) {
+	d.enter()
+	defer d.running.Add(-1)
+	return d.memDev.WriteAtFUA(p, off)
+}
+
+// TestInlineWrites: a device that says its writes do not wait has the
+// connection's WRITEs run by the reader, one at a time, answered in order,
+// with the data where it belongs; FUA WRITEs still go to the workers side
+// by side, and so does every WRITE once the device says no.
+func TestInlineWrites(t *testing.T) {
+	const n, blk = 16, 4096
+	for _, tc := range []struct {
+		inline bool
+		flags  uint16
+		serial bool
+	}{
+		{true, 0, true},
+		{true, cmdFlagFUA, false},
+		{false, 0, false},
+	} {
+		t.Run(fmt.Sprintf("inline=%v/flags=%d", tc.inline, tc.flags), func(t *testing.T) {
+			dev := &inlineDev{memDev: newMemDev(n * blk)}
+			dev.inline.Store(tc.inline)
+			ts := startServer(t, oneExport(dev))
+			cl := connect(t, ts, "disk", true)
+			var sent []uint64
+			for i := range n {
+				sent = append(sent, cl.send(cmdWrite, tc.flags, uint64(i*blk), blk, pattern(blk, byte(i+1))))
+			}
+			var got []uint64
+			for range n {
+				r := cl.readReply()
+				require.Zero(t, r.errno)
+				got = append(got, r.handle)
+			}
+			for i := range n {
+				assert.Equal(t, pattern(blk, byte(i+1)), dev.snapshot(int64(i*blk), blk), "block %d", i)
+			}
+			if tc.flags&cmdFlagFUA != 0 {
+				assert.Equal(t, int64(n), dev.fuaWrites.Load())
+			} else {
+				assert.Equal(t, int64(n), dev.writes.Load())
+			}
+			if tc.serial {
+				assert.Equal(t, int64(1), dev.most.Load(), "writes run one at a time")
+				assert.Equal(t, sent, got, "replies in request order")
+			} else {
+				assert.Greater(t, dev.most.Load(), int64(1), "writes run side by side")
+			}
+		})
+	}
+}

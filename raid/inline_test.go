@@ -1,0 +1,77 @@
+package raid_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+// TestWritesInline: an array says its writes may run on the receiving
+// goroutine only when every member is held in memory (checksummed or not)
+// and no parity write may wait to be gathered with later ones.
+func TestWritesInline(t *testing.T) {
+	const chunk = 64 << 10
+	devs := func(n int, wrap func(i int, m raid.Member) raid.Member) []raid.Device {
+		var d []raid.Device
+		for i := range n {
+			d = append(d, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: wrap(i, member.NewMemory(levelSizeFor(stripe.RAID5, chunk, 8)))})
+		}
+		return d
+	}
+	plain := func(_ int, m raid.Member) raid.Member { return m }
+	for _, tc := range []struct {
+		name   string
+		level  stripe.Level
+		wrap   func(int, raid.Member) raid.Member
+		csum   bool
+		opts   raid.Options
+		inline bool
+	}{
+		{"raid0 memory", stripe.RAID0, plain, false, raid.Options{}, true},
+		{"raid1 memory checksums", stripe.RAID1, plain, true, raid.Options{}, true},
+		{"raid5 memory stripe cache", stripe.RAID5, plain, false, raid.Options{StripeCache: 1 << 20}, true},
+		{"raid5 memory gathered", stripe.RAID5, plain, false, raid.Options{}, false},
+		{"raid5 memory not gathered", stripe.RAID5, plain, false, raid.Options{NoCoalesce: true}, true},
+		// keep hides whether the member it wraps is in memory, as any
+		// member that does not say so.
+		{"raid0 one member unknown", stripe.RAID0, func(i int, m raid.Member) raid.Member {
+			if i == 2 {
+				return keep{m}
+			}
+			return m
+		}, false, raid.Options{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := createArray(t, devs(4, tc.wrap), raid.CreateOptions{Name: "a", Level: tc.level, Chunk: chunk, Checksums: tc.csum}, tc.opts)
+			assert.Equal(t, tc.inline, a.WritesInline())
+			// Small member reads of memory members run on the request's
+			// goroutine (Op.Run): read-modify-writes must still see
+			// the old data and parity.
+			rng := rand.New(rand.NewPCG(1, 2))
+			want := make([]byte, a.Size())
+			for range 200 {
+				n := 1 + rng.Int64N(3*chunk)
+				off := rng.Int64N(a.Size() - n)
+				p := make([]byte, n)
+				for i := range p {
+					p[i] = byte(rng.Uint32())
+				}
+				_, err := a.WriteAt(p, off)
+				require.NoError(t, err)
+				copy(want[off:], p)
+			}
+			got := make([]byte, a.Size())
+			_, err := a.ReadAt(got, 0)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, got), "array contents")
+		})
+	}
+}

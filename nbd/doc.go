@@ -20,7 +20,12 @@
 //     "Resource bounds"; the reader blocks while they are exhausted), then
 //     takes a buffer from a size-class sync.Pool, reads the WRITE payload
 //     into it, and queues the request to the workers through a channel of
-//     capacity Workers.
+//     capacity Workers. A WRITE without FUA to a Device that says its
+//     writes never wait for a device (InlineWriter: raidd over tmpfs
+//     members) is executed and answered by the reader itself before it
+//     reads the next request: no hand-off to a worker (a goroutine wake-up,
+//     often a thread switch), at the price of that connection's writes
+//     running one at a time.
 //   - Workers execute requests concurrently against the Device and write
 //     replies. Replies go out in completion order, not request order; the
 //     client's handle is echoed untouched.

@@ -23,6 +23,7 @@
 #   SCRUB      0: skip the scrub rate                     (default 1)
 #   REBUILD    0: skip the rebuild rate                   (default 1)
 #   REBUILD_LOAD 0: skip the rebuild under a client load  (default 1)
+#   RESYNC     0: skip the resync after a crash           (default 1)
 #   SHM        directory for the disk files               (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
 set -euo pipefail
@@ -108,6 +109,7 @@ wait_sock() {
 
 targets=()
 declare -A members_of # array name -> its member devices
+declare -A pid_of     # array name -> its server's pid
 # start_raidd LEVEL [+csum]: create an array of DISKS fresh disks (with
 # --checksums when the second argument is given) and serve it with --direct
 # inside the cgroup. Returns 1 when the level cannot be created.
@@ -124,6 +126,7 @@ start_raidd() {
 	in_cgroup "$bin" serve --direct --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "${members[@]}" \
 		>"$work/$name.log" 2>&1 &
 	pids+=($!)
+	pid_of[$name]=$!
 	wait_sock "$sock/$name.sock" $! "$name" || return 1
 	members_of[$name]="${members[*]}"
 	targets+=("raid$level$suffix:$level:nbd+unix:///$name?socket=$sock/$name.sock")
@@ -392,4 +395,61 @@ if [[ ${REBUILD:-1} != 0 ]]; then
 		done 3< <(redundant_targets)
 	done
 	echo "rebuild: the new member's data region written once; target 0.95 of a disk's sequential write bandwidth when idle, and at least rebuild_min_rate under load"
+fi
+
+# Resync after a crash: in each array with redundancy, fio writes 1 MiB
+# sequentially, the server is killed (SIGKILL) in the middle of it and
+# started again on the same members; the rows the write-intent bitmap left
+# dirty are resynced. Printed: the dirty rows' data per member over the
+# resync's time (between its resync-started and resync-finished events), as
+# a fraction of one disk's sequential bandwidth (a parity resync reads
+# every member's rows once; a mirror's reads one copy and writes the
+# others). RESYNC=0 skips this block.
+if [[ ${RESYNC:-1} != 0 ]]; then
+	echo
+	echo "resync after a crash (SIGKILL during sequential 1M writes):"
+	printf '%-8s %12s %10s %22s\n' target "dirty/member" seconds "MiB/s per member / bw"
+	while read -r -u 3 target tname name; do
+		ctl="$sock/$name.ctl"
+		"$bin" status --json --control "$ctl" "$name" >"$work/pre-crash.$tname.json" || true
+		read -r -a cur < <(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"][0]; print(" ".join(d["path"] for d in a["members"] if d["state"] in ("active", "spare")))' "$work/pre-crash.$tname.json")
+		echo "crashing $tname under writes ..." >&2
+		fio --name=crash --ioengine=nbd --uri="${target#*:*:}" --rw=write --bs=1M --iodepth=8 \
+			--time_based --runtime=60 >/dev/null 2>&1 &
+		fpid=$!
+		sleep 3
+		kill -9 "${pid_of[$name]}"
+		wait "$fpid" 2>/dev/null || true
+		in_cgroup "$bin" serve --direct --listen "unix:$sock/$name.sock" --control "$ctl" --log-level warn "${cur[@]}" \
+			>>"$work/$name.log" 2>&1 &
+		pids+=($!)
+		pid_of[$name]=$!
+		wait_sock "$sock/$name.sock" $! "$name"
+		for ((i = 0; i < 6000; i++)); do
+			"$bin" status --json --control "$ctl" "$name" >"$work/resync.$tname.json" 2>/dev/null || true
+			python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"][0]; sys.exit(0 if a.get("resync") is None and a.get("last_resync") else 1)' "$work/resync.$tname.json" 2>/dev/null && break
+			sleep 0.2
+		done
+		python3 - "$work/resync.$tname.json" "$BW" "$tname" <<'EOF'
+import json, re, sys
+from datetime import datetime
+def t(e):
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", e["time"])
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
+a = json.load(open(sys.argv[1]))["arrays"][0]
+ev = a.get("history", [])
+start = [t(e) for e in ev if e["kind"] == "resync-started"]
+end = [t(e) for e in ev if e["kind"] == "resync-finished"]
+if not start or not end:
+    sys.exit(f"{sys.argv[3]}: no resync-started/finished events in the history")
+secs = end[-1] - start[-1]
+per_member = a["last_resync"]["total_rows"] * a["chunk"]
+rate = per_member / 2**20 / secs
+bw = float(sys.argv[2])
+print(f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
+EOF
+	done 3< <(redundant_targets)
+	echo "resync: the dirty rows of each member read once; ideal: one disk's sequential bandwidth"
 fi

@@ -15,21 +15,25 @@ func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 	j := &recovery{}
 	j.lastOps = a.clientOps.Load()
 	done := int64(0)
+	win := newWindow(a)
+	var learned uint64
 	for _, r := range rows {
-		for row := r[0]; row < r[1]; row++ {
+		for lo := r[0]; lo < r[1]; {
 			if ctx.Err() != nil {
-				a.log.Info("resync interrupted; it restarts at the next assembly", "row", row)
+				a.log.Info("resync interrupted; it restarts at the next assembly", "row", lo)
 				return
 			}
 			a.throttle(ctx, j)
-			moved, err := a.resyncRowStep(row)
+			hi := min(lo+a.windowFor(j), r[1])
+			moved, n, err := a.resyncWindow(win, &learned, lo, hi)
 			a.charge(j, moved)
+			done += n
+			a.resyncRow.Store(done)
 			if err != nil {
-				a.log.Error("resync stopped", "row", row, "err", err)
+				a.log.Error("resync stopped", "row", lo+n, "err", err)
 				return
 			}
-			done++
-			a.resyncRow.Store(done)
+			lo = hi
 		}
 	}
 	a.resyncing.Store(false)
@@ -56,22 +60,60 @@ func (a *Array) resyncPlan() [][2]int64 {
 	return out
 }
 
-// resyncRowStep resyncs one row. It returns the bytes it read or wrote on
-// its busiest member, for the rate limiter.
-func (a *Array) resyncRowStep(row int64) (moved int64, err error) {
-	err = a.rowStep(row, true, func(op *Op) error {
-		op.cause, op.noElide = causeResync, true
-		defer func() { moved = op.busiest() }()
-		if err := a.sealRow(op, row); err != nil {
-			return err
+// resyncWindow resyncs member rows [lo, hi) under their stripe locks, as a
+// job window (window.go): each member the resync reads is read for the
+// whole window in one request, all members in parallel, and each row's
+// Resync finds its reads there. (Row by row, a resync read one chunk per
+// member per request, which a disk that charges per operation serves at a
+// fraction of its bandwidth.) After the first window only the members the
+// Layout read are loaded (learned): a mirror's resync reads one copy. It
+// returns the bytes moved on the busiest member, for the rate limiter, and
+// how many rows it resynced.
+func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved, done int64, err error) {
+	unlock, err := a.lockRows(lo, hi, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unlock()
+	v := a.view.Load()
+	if v.failed {
+		return 0, 0, ErrFailed
+	}
+	win.reset(lo, hi, nil)
+	if hi-lo > 1 {
+		roles := *learned & v.readable
+		if roles == 0 {
+			roles = v.readable
 		}
-		err := a.layout.Resync(op, row)
-		if err != nil && a.csum != nil && a.geo.Mirrored() && op.lostOnly() {
-			return a.salvageResync(row)
+		win.load(a, v, roles, lo, hi)
+	}
+	for row := lo; row < hi; row++ {
+		op := a.windowOp(win)
+		err = a.resyncOne(op, row)
+		a.endWindowOp(win, op)
+		if err != nil {
+			return win.busiest(), done, err
 		}
+		done++
+	}
+	*learned = win.read
+	return win.busiest(), done, nil
+}
+
+// resyncOne resyncs one row on op, which holds the row's stripe locks.
+func (a *Array) resyncOne(op *Op, row int64) error {
+	if op.v.failed {
+		return ErrFailed
+	}
+	op.cause, op.noElide = causeResync, true
+	if err := a.sealRow(op, row); err != nil {
 		return err
-	})
-	return moved, err
+	}
+	err := a.layout.Resync(op, row)
+	if err != nil && a.csum != nil && a.geo.Mirrored() && op.lostOnly() {
+		return a.salvageResync(row)
+	}
+	return err
 }
 
 // rowStep runs fn on one member row as background work, under the row's

@@ -201,9 +201,50 @@ func (l *Layout) rowChunks(row int64, fn func(c int64) error) error {
 	return nil
 }
 
-// Resync copies each chunk of the row from one readable copy to the other writable copies.
+// Resync makes the copies of each chunk of the row agree: it reads every
+// readable copy and writes the first to the writable copies that differ
+// from it. A crash leaves most of a dirty region's copies equal already, so
+// the resync reads every member (in the job window's large requests) and
+// writes little, where copying one copy over the others wrote every chunk
+// of every other copy in a request of its own. If a copy cannot be read,
+// the chunk is copied from a readable one to the others as before.
 func (l *Layout) Resync(op *raid.Op, row int64) error {
-	return l.rowChunks(row, func(c int64) error { return l.copyChunk(op, c, -1) })
+	return l.rowChunks(row, func(c int64) error { return l.resyncChunk(op, c) })
+}
+
+// resyncChunk is Resync for chunk c.
+func (l *Layout) resyncChunk(op *raid.Op, c int64) error {
+	chunk := l.g.Chunk()
+	locs := op.Copies(c, 0)
+	var bufs [stripe.MaxMembers][]byte
+	for i, loc := range locs {
+		if op.Readable(loc.Member) {
+			bufs[i] = op.Buf(chunk)
+			op.Read(loc.Member, bufs[i], loc.Off)
+		}
+	}
+	if op.Run() != 0 {
+		return l.copyChunk(op, c, -1)
+	}
+	locs = op.Copies(c, 0)
+	src := -1
+	for i := range locs {
+		if bufs[i] != nil {
+			src = i
+			break
+		}
+	}
+	if src < 0 {
+		return raid.ErrTooManyFailures
+	}
+	for i, loc := range locs {
+		if i == src || !op.Writable(loc.Member) || (bufs[i] != nil && bytes.Equal(bufs[i], bufs[src])) {
+			continue
+		}
+		op.Write(loc.Member, bufs[src], loc.Off)
+	}
+	op.Run()
+	return nil
 }
 
 // Rebuild writes every chunk with a copy on target in the row from a readable copy.

@@ -62,15 +62,7 @@ func TestJobsReadManyRowsPerRequest(t *testing.T) {
 		n     int
 	}{{stripe.RAID1, 2}, {stripe.RAID5, 4}, {stripe.RAID6, 5}} {
 		t.Run(fmt.Sprintf("%s/members=%d", c.level, c.n), func(t *testing.T) {
-			dataOff := dataOffsetOf(c.level, c.n, chunk)
-			size := levelSizeFor(c.level, chunk, rows)
-			var cms []*countingMember
-			var devs []raid.Device
-			for i := 0; i < c.n+2; i++ {
-				cm := &countingMember{Member: keepNoVec{member.NewMemory(size)}, dataOff: dataOff}
-				cms = append(cms, cm)
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: cm})
-			}
+			cms, devs := countingDevs(c.level, c.n, c.n+2, chunk, rows)
 			// No rate limit: every window is whole.
 			opts := raid.Options{CleanDelay: -1, RebuildMinRate: 1 << 40, ProgressInterval: time.Hour}
 			a := createArray(t, devs[:c.n], raid.CreateOptions{Name: "win", Level: c.level, Chunk: chunk}, opts)
@@ -126,6 +118,21 @@ func TestJobsReadManyRowsPerRequest(t *testing.T) {
 	}
 }
 
+// countingDevs returns k counting memory members (mem0, mem1, ...) sized
+// for an array of level over n members of rows rows of chunk.
+func countingDevs(level stripe.Level, n, k int, chunk, rows int64) ([]*countingMember, []raid.Device) {
+	dataOff := dataOffsetOf(level, n, chunk)
+	size := levelSizeFor(level, chunk, rows)
+	var cms []*countingMember
+	var devs []raid.Device
+	for i := 0; i < k; i++ {
+		cm := &countingMember{Member: keepNoVec{member.NewMemory(size)}, dataOff: dataOff}
+		cms = append(cms, cm)
+		devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: cm})
+	}
+	return cms, devs
+}
+
 // keepNoVec is keep without the vectored calls: each request the engine
 // makes is one ReadAt or WriteAt, which countingMember counts.
 type keepNoVec struct{ raid.Member }
@@ -147,15 +154,7 @@ func TestResyncReadsManyRowsPerRequest(t *testing.T) {
 		n     int
 	}{{stripe.RAID1, 2}, {stripe.RAID5, 4}, {stripe.RAID6, 5}} {
 		t.Run(fmt.Sprintf("%s/members=%d", c.level, c.n), func(t *testing.T) {
-			dataOff := dataOffsetOf(c.level, c.n, chunk)
-			size := levelSizeFor(c.level, chunk, rows)
-			var cms []*countingMember
-			var devs []raid.Device
-			for i := 0; i < c.n; i++ {
-				cm := &countingMember{Member: keepNoVec{member.NewMemory(size)}, dataOff: dataOff}
-				cms = append(cms, cm)
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: cm})
-			}
+			cms, devs := countingDevs(c.level, c.n, c.n, chunk, rows)
 			opts := raid.Options{CleanDelay: -1, RebuildMinRate: 1 << 40, ProgressInterval: time.Hour}
 			a, err := raid.Create(devs, raid.CreateOptions{Name: "rs", Level: c.level, Chunk: chunk}, opts)
 			require.NoError(t, err)

@@ -59,8 +59,10 @@
 //     parallel without allocating; what is only a memory copy (writes to
 //     members in the page cache, reads of up to 64 KiB of members held in
 //     memory) runs on the request's goroutine instead. Array.WritesInline
-//     tells the NBD server when every member is held in memory, so that it
-//     can run a WRITE on the goroutine that received it.
+//     tells the NBD server when every member of a RAID0, RAID1 or RAID10 is
+//     held in memory, so that it can run a WRITE on the goroutine that
+//     received it (not on parity levels, whose parity work is better
+//     overlapped with the next request).
 //
 // # Invariants
 //

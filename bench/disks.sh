@@ -317,6 +317,41 @@ fi
 # events. REBUILD=0 skips this block, REBUILD_LOAD=0 the loaded rebuild.
 MIN_RATE=16 # MiB/s: raidd serve's default --rebuild-min-rate
 
+# job_rate JSON TNAME KIND [MINRATE LOADJSON]: print the rate of the last
+# KIND (rebuild or resync) in the status JSON from its KIND-started and
+# KIND-finished events, as a fraction of BW; with LOADJSON (fio's output
+# during it) also against MINRATE, and the client's IOPS.
+job_rate() {
+	python3 - "$1" "$BW" "$2" "${4:-0}" "${5:-}" "$3" <<'EOF'
+import json, re, sys
+from datetime import datetime, timezone
+a = json.load(open(sys.argv[1]))["arrays"][0]
+ev = a.get("history", [])
+def t(e):
+    # RFC 3339 with up to nanoseconds: keep microseconds for fromisoformat.
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", e["time"])
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
+kind = sys.argv[6]
+start = [t(e) for e in ev if e["kind"] == f"{kind}-started"]
+end = [t(e) for e in ev if e["kind"] == f"{kind}-finished"]
+if not start or not end:
+    sys.exit(f"{sys.argv[3]}: no {kind}-started/finished events in the history")
+secs = end[-1] - start[-1]
+per_member = a["last_recovery" if kind == "rebuild" else "last_resync"]["total_rows"] * a["chunk"]
+rate = per_member / 2**20 / secs
+bw, minrate = float(sys.argv[2]), float(sys.argv[4])
+line = f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}"
+if len(sys.argv) > 5 and sys.argv[5]:
+    text = open(sys.argv[5]).read()
+    j = json.loads(text[text.index("{"):])["jobs"][0]
+    iops = j["read"]["iops"] + j["write"]["iops"]
+    line += f" {f'{rate / minrate:.2f}':>12} {iops:>12.0f}"
+print(line)
+EOF
+}
+
 # rebuild_rate TNAME NAME MEMBER [URI]: fail MEMBER of array NAME, add a
 # fresh disk, wait for the rebuild and print its rate. With URI, fio runs
 # random 4K reads and writes (half each, iodepth 16) on the array from
@@ -344,34 +379,7 @@ rebuild_rate() {
 		kill -INT "$fpid"
 		wait "$fpid" || true
 	fi
-	python3 - "$work/rebuild.$tname.json" "$BW" "$tname" "$MIN_RATE" "${fpid:+$work/load.$tname.json}" <<'EOF'
-import json, re, sys
-from datetime import datetime, timezone
-a = json.load(open(sys.argv[1]))["arrays"][0]
-r = a["last_recovery"]
-ev = a.get("history", [])
-def t(e):
-    # RFC 3339 with up to nanoseconds: keep microseconds for fromisoformat.
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", e["time"])
-    frac = (m.group(2) or "0")[:6].ljust(6, "0")
-    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
-    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
-start = [t(e) for e in ev if e["kind"] == "rebuild-started"]
-end = [t(e) for e in ev if e["kind"] == "rebuild-finished"]
-if not start or not end:
-    sys.exit(f"{sys.argv[3]}: no rebuild-started/finished events in the history")
-secs = end[-1] - start[-1]
-per_member = r["total_rows"] * a["chunk"]
-rate = per_member / 2**20 / secs
-bw, minrate = float(sys.argv[2]), float(sys.argv[4])
-line = f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}"
-if len(sys.argv) > 5 and sys.argv[5]:
-    text = open(sys.argv[5]).read()
-    j = json.loads(text[text.index("{"):])["jobs"][0]
-    iops = j["read"]["iops"] + j["write"]["iops"]
-    line += f" {f'{rate / minrate:.2f}':>12} {iops:>12.0f}"
-print(line)
-EOF
+	job_rate "$work/rebuild.$tname.json" "$tname" rebuild "$MIN_RATE" "${fpid:+$work/load.$tname.json}"
 }
 
 if [[ ${REBUILD:-1} != 0 ]]; then
@@ -430,26 +438,7 @@ if [[ ${RESYNC:-1} != 0 ]]; then
 			python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["arrays"][0]; sys.exit(0 if a.get("resync") is None and a.get("last_resync") else 1)' "$work/resync.$tname.json" 2>/dev/null && break
 			sleep 0.2
 		done
-		python3 - "$work/resync.$tname.json" "$BW" "$tname" <<'EOF'
-import json, re, sys
-from datetime import datetime
-def t(e):
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", e["time"])
-    frac = (m.group(2) or "0")[:6].ljust(6, "0")
-    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
-    return datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
-a = json.load(open(sys.argv[1]))["arrays"][0]
-ev = a.get("history", [])
-start = [t(e) for e in ev if e["kind"] == "resync-started"]
-end = [t(e) for e in ev if e["kind"] == "resync-finished"]
-if not start or not end:
-    sys.exit(f"{sys.argv[3]}: no resync-started/finished events in the history")
-secs = end[-1] - start[-1]
-per_member = a["last_resync"]["total_rows"] * a["chunk"]
-rate = per_member / 2**20 / secs
-bw = float(sys.argv[2])
-print(f"{sys.argv[3]:<8} {per_member / 2**20:>10.0f}Mi {secs:>10.2f} {f'{rate:.0f} / {bw:.0f} = {rate / bw:.2f}':>22}")
-EOF
+		job_rate "$work/resync.$tname.json" "$tname" resync
 	done 3< <(redundant_targets)
 	echo "resync: the dirty rows of each member read once; ideal: one disk's sequential bandwidth"
 fi

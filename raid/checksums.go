@@ -478,7 +478,9 @@ func (a *Array) poisonLost(op *Op, row int64, roles []int) error {
 	}
 	for _, l := range op.lostAt {
 		if _, err := l.d.Poison(l.rel, csumBlock); err != nil {
-			return err
+			// The source fails its checksum there anyway; a source that
+			// cannot be marked must not stop the rebuild of the targets.
+			a.log.Warn("rebuild: cannot mark a lost source block", "offset", l.rel, "err", err)
 		}
 	}
 	chunk := a.geo.Chunk()

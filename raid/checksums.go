@@ -577,7 +577,7 @@ func (a *Array) salvageChunk(op *Op, row, c, chunk int64) error {
 	for _, in := range lost {
 		for _, loc := range locs {
 			d, ok := op.v.devs[loc.Member].(*integrity.Dev)
-			if !ok || !op.Writable(loc.Member) {
+			if !ok || !op.devWritable(loc.Member) {
 				continue
 			}
 			if _, err := d.Poison(loc.Off+in, csumBlock); err != nil {

@@ -500,8 +500,8 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	if geo.Level() == stripe.RAID6 {
 		rl.qm = geo.QMember(row)
 	}
-	logP := op.Writable(rl.pm)
-	logQ := rl.qm >= 0 && op.Writable(rl.qm)
+	logP := op.devWritable(rl.pm)
+	logQ := rl.qm >= 0 && op.devWritable(rl.qm)
 	if !logP && !logQ {
 		return rl // no parity is written: no hole
 	}
@@ -650,7 +650,7 @@ func (op *Op) LogRow(rl *RowLog) error {
 	var lm [2]int
 	k := 0
 	for _, m := range [2]int{rl.pm, rl.qm} {
-		if m >= 0 && op.Writable(m) {
+		if m >= 0 && op.devWritable(m) {
 			lm[k] = m
 			k++
 		}
@@ -846,7 +846,7 @@ func (j *journal) syncAll(op *Op, v *View, hdr []byte) {
 	var wg sync.WaitGroup
 	for m := 0; m < n; m++ {
 		d := v.devs[m]
-		if d == nil || !op.Writable(m) {
+		if d == nil || !op.devWritable(m) {
 			continue
 		}
 		wg.Add(1)

@@ -233,8 +233,27 @@ func (op *Op) Readable(m int) bool {
 	return op.v.readable&^(op.failed|op.readErr)&(1<<uint(m)) != 0
 }
 
-// Writable reports whether member m must receive writes in this op.
+// Writable reports whether member m must receive writes in this op. A
+// role whose member failed during the op stays writable while its
+// replacement (raidd replace) works: the failure turns the replacement
+// into the role's member, rebuilt only from the row the copy had reached,
+// so every row before it must get the op's writes, as a rebuilding member
+// would (queue then sends them to the replacement alone). Without them, a
+// request that met the failure in one row and went on to the next left
+// that row stale on the replacement (TestReplaceGetsWritesAfterOldFails).
 func (op *Op) Writable(m int) bool {
+	bit := uint64(1) << uint(m)
+	if op.v.writable&bit == 0 {
+		return false
+	}
+	return op.failed&bit == 0 || (op.v.repl[m] != nil && op.replFailed&bit == 0)
+}
+
+// devWritable reports whether role m's own member (not its replacement)
+// receives writes in this op: it is writable and has not failed. Writes
+// that go to the member device alone (the write-hole log, poison marks)
+// use it.
+func (op *Op) devWritable(m int) bool {
 	return op.v.writable&^op.failed&(1<<uint(m)) != 0
 }
 
@@ -278,7 +297,9 @@ func (op *Op) queue(kind ioKind, m int, p []byte, off, n int64) {
 	if op.salvage && kind == ioRead {
 		dev = op.salvageDev(dev)
 	}
-	op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: dev, p: p, off: off, n: n})
+	if kind == ioRead || op.failed&(1<<uint(m)) == 0 {
+		op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: dev, p: p, off: off, n: n})
+	}
 	if kind != ioRead && op.v.repl[m] != nil && op.replFailed&(1<<uint(m)) == 0 {
 		op.batch = append(op.batch, ioReq{kind: kind, m: m, dev: op.v.repl[m], p: p, off: off, n: n, repl: true})
 	}
@@ -293,10 +314,10 @@ func (op *Op) ReadFailed(m int) bool { return op.readErr&(1<<uint(m)) != 0 }
 // member succeeds, the member stays in the array.
 func (op *Op) Repair(m int, p []byte, off int64) {
 	op.touched |= 1 << uint(m)
+	n := len(op.batch)
 	op.queue(ioWrite, m, p, op.v.dataOff+off, int64(len(p)))
-	op.batch[len(op.batch)-1].repair = true
-	if op.batch[len(op.batch)-1].repl {
-		op.batch[len(op.batch)-2].repair = true
+	for i := n; i < len(op.batch); i++ {
+		op.batch[i].repair = true
 	}
 }
 

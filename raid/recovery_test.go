@@ -228,6 +228,48 @@ func TestReplaceOldFails(t *testing.T) {
 	checkConsistent(t, a)
 }
 
+// TestReplaceGetsWritesAfterOldFails: a write over several rows that meets
+// the failure of the member being replaced in its first row must still
+// write the later rows' chunks of that role to the replacement, which the
+// failure turns into the role's member, trusted for every row the copy had
+// done. The write went on without the role, and a row it wrote whole was
+// left stale on the replacement (the model test found it under load).
+func TestReplaceGetsWritesAfterOldFails(t *testing.T) {
+	const chunk = 4 << 10
+	const rows = 48
+	const rate = 96 // rows per second
+	for _, level := range []stripe.Level{stripe.RAID5, stripe.RAID6, stripe.RAID1} {
+		t.Run(level.String(), func(t *testing.T) {
+			n := 4
+			if level == stripe.RAID1 {
+				n = 2
+			}
+			clk := clock.NewFake(time.Unix(1e9, 0))
+			r := newRig(n+1, memberSizeFor(chunk, rows))
+			a := createArray(t, r.devs[:n], raid.CreateOptions{Name: "rw", Level: level, Chunk: chunk},
+				raid.WithClock(raid.Options{CleanDelay: -1, RebuildMinRate: rate * chunk, RebuildMaxRate: rate * chunk}, clk))
+			want := fill(t, a, 21)
+			last := n - 1
+			require.NoError(t, a.ReplaceMember(r.devs[last].Path, r.devs[n], false))
+			advanceUntil(t, a, clk, func(st raid.Status) bool { return st.Recovery != nil && st.Recovery.Done >= 8 })
+			require.Equal(t, "replace", a.Status().Recovery.Kind)
+			r.toggles[last].On()
+			// Rows 1-4, all copied: the first row's write to the old
+			// member fails, and the write goes on to the next rows.
+			width := a.Geometry().StripeWidth()
+			p := make([]byte, 4*width)
+			randomBytes(p, 22)
+			_, err := a.WriteAt(p, width)
+			require.NoError(t, err)
+			copy(want[width:], p)
+			st := waitIdleClock(t, a, clk)
+			require.False(t, st.Degraded, "%+v", st.Devices)
+			checkConsistent(t, a, "after the replacement was rebuilt")
+			requireContent(t, a, want, "after the replacement was rebuilt")
+		})
+	}
+}
+
 // TestReadErrorRepair: a read error on a member with redundancy returns the
 // right bytes and rewrites the bad range; only if the rewrite fails is the
 // member failed.

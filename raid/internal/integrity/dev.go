@@ -281,7 +281,13 @@ func (d *Dev) ReadAt(p []byte, off int64) (int, error) {
 	a0 := rel &^ (BlockSize - 1)
 	a1 := min((rel+int64(len(p))+BlockSize-1)&^(BlockSize-1), d.dataEnd-d.dataOff)
 	if a0 == rel && a1 == rel+int64(len(p)) {
-		if _, err := d.inner.ReadAt(p, off); err != nil {
+		// The caller may have widened its read to whole blocks (the raid
+		// package does): a concurrent write may be changing the other
+		// bytes of the edge blocks, as in ReadvAt.
+		mask := d.lockEdges(a0/BlockSize, (a1-1)/BlockSize)
+		_, err := d.inner.ReadAt(p, off)
+		d.unlock(mask)
+		if err != nil {
 			return 0, err
 		}
 		if err := d.verify(p, a0); err != nil {

@@ -86,12 +86,25 @@ func (l *Layout) accumulate(op *raid.Op, d []byte, idx int, p, q []byte) {
 	par[0], par[1] = nil, nil
 }
 
-// encode sets p and q to the P and Q of data (dk shards of equal length).
+// encode sets p and q to the P and Q of data (dk shards of equal length):
+// in one pass over the data where the syndrome kernel runs (genSyndrome),
+// and the rest (a tail shorter than its block, or everything without it)
+// through the library, one data chunk at a time.
 func (l *Layout) encode(op *raid.Op, data [][]byte, p, q []byte) {
-	copy(p, data[0])
-	copy(q, data[0]) // weight 2^0 = 1
+	l.encodeFrom(op, data, p, q, genSyndrome(data[:l.dk], p, q))
+}
+
+// encodeFrom sets p[k:] and q[k:] to the P and Q of data[i][k:] through
+// the library.
+func (l *Layout) encodeFrom(op *raid.Op, data [][]byte, p, q []byte, k int) {
+	if k == len(p) {
+		return
+	}
+	p, q = p[k:], q[k:]
+	copy(p, data[0][k:])
+	copy(q, data[0][k:]) // weight 2^0 = 1
 	for i := 1; i < l.dk; i++ {
-		l.accumulate(op, data[i], i, p, q)
+		l.accumulate(op, data[i][k:], i, p, q)
 	}
 }
 

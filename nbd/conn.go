@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raidd/raidd/internal/awake"
 )
 
 const (
@@ -141,6 +143,9 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock,
 		blockStatus: c.metaID != 0}
 	tuneSocket(c.nc)
+	if s.opts.KeepAwake {
+		defer awake.Hold()()
+	}
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.reserve.init(connReserveBytes)
 	c.work = make(chan *request, s.opts.Workers)

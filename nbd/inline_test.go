@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raidd/raidd/internal/awake"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -84,6 +85,25 @@ func TestInlineWrites(t *testing.T) {
 			} else {
 				assert.Greater(t, dev.most.Load(), int64(1), "writes run side by side")
 			}
+		})
+	}
+}
+
+// TestKeepAwake: with Options.KeepAwake a connection in transmission holds
+// the runtime awake (internal/awake), and the hold ends with the
+// connection; without it nothing is held.
+func TestKeepAwake(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			opts := oneExport(newMemDev(1 << 16))
+			opts.KeepAwake = keep
+			ts := startServer(t, opts)
+			cl := connect(t, ts, "disk", true)
+			require.Zero(t, cl.writeAt(0, pattern(4096, 7), 0))
+			assert.Equal(t, keep, awake.Holding())
+			cl.send(cmdDisc, 0, 0, 0, nil)
+			cl.expectEOF()
+			require.Eventually(t, func() bool { return !awake.Holding() }, 5*time.Second, time.Millisecond)
 		})
 	}
 }

@@ -349,6 +349,9 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		IOTimeout:             cfg.NBD.IOTimeout,
 		TLSMode:               tlsMode,
 		TLSConfig:             tlsConfig,
+		// The runtime's system monitor stays awake while clients are
+		// connected (bench/README.md, "CPU per byte").
+		KeepAwake: true,
 	})
 	if err != nil {
 		return err

@@ -36,9 +36,11 @@ func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 			lo = hi
 		}
 	}
-	a.resyncing.Store(false)
 	a.sealed()
+	// The event is recorded before Status stops showing the resync, so
+	// that a caller who waited for the resync to end finds it.
 	a.event(Event{Kind: EventResyncFinished, Role: -1, Detail: fmt.Sprintf("%d rows in %s", done, time.Since(start).Round(time.Millisecond))})
+	a.resyncing.Store(false)
 }
 
 // resyncPlan returns the row ranges [from, to) to resync.

@@ -225,7 +225,7 @@ func (c *conn) readLoop() {
 			}
 		}
 		c.beginRequest()
-		if c.inlineWrite(&h) {
+		if c.inlineWrite(&h) || c.inlineRead(&h) {
 			c.execute(r)
 			c.finish(r)
 			c.endRequest()
@@ -239,6 +239,12 @@ func (c *conn) readLoop() {
 // without FUA to a device that says its writes do not wait (InlineWriter).
 func (c *conn) inlineWrite(h *requestHeader) bool {
 	return h.typ == cmdWrite && h.flags&cmdFlagFUA == 0 && c.exp.inline != nil && c.exp.inline.WritesInline()
+}
+
+// inlineRead reports whether the reader runs request h itself: a READ that
+// the device says is a copy out of memory (InlineReader).
+func (c *conn) inlineRead(h *requestHeader) bool {
+	return h.typ == cmdRead && c.exp.inlineRead != nil && c.exp.inlineRead.ReadsInline(int(h.length))
 }
 
 // logPayloadEnd logs why reading a WRITE payload failed.

@@ -126,6 +126,16 @@ type InlineWriter interface {
 	WritesInline() bool
 }
 
+// InlineReader says whether a READ of n bytes may run on the connection's
+// request reader instead of being handed to a worker goroutine, as
+// InlineWriter does for WRITEs: the reader reads and answers it before it
+// reads the next request. A device should say true only for reads that are
+// CPU work which never waits for a device (a small copy out of memory);
+// meanwhile the connection's later requests wait for it.
+type InlineReader interface {
+	ReadsInline(n int) bool
+}
+
 // MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a
 // FLUSH or FUA completed on one connection makes every write completed on any
 // connection durable, and every connection sees the same data.
@@ -152,6 +162,7 @@ type caps struct {
 	multiConn  MultiConner
 	statuser   BlockStatuser
 	inline     InlineWriter
+	inlineRead InlineReader
 }
 
 func discoverCaps(d Device) caps {
@@ -169,6 +180,7 @@ func discoverCaps(d Device) caps {
 	c.multiConn, _ = d.(MultiConner)
 	c.statuser, _ = d.(BlockStatuser)
 	c.inline, _ = d.(InlineWriter)
+	c.inlineRead, _ = d.(InlineReader)
 	return c
 }
 

@@ -26,6 +26,8 @@
 //     reads the next request: no hand-off to a worker (a goroutine wake-up,
 //     often a thread switch), at the price of that connection's writes
 //     running one at a time.
+//     So is a READ the Device says is a copy out of memory (InlineReader:
+//     raidd reads of at most 64 KiB over memory members).
 //   - Workers execute requests concurrently against the Device and write
 //     replies. Replies go out in completion order, not request order; the
 //     client's handle is echoed untouched.

@@ -107,3 +107,67 @@ func TestKeepAwake(t *testing.T) {
 		})
 	}
 }
+
+// inlineReadDev is a memDev that says which READs may run on the request
+// reader (InlineReader: those of at most max bytes) and records how many
+// ReadAt calls ran at once.
+type inlineReadDev struct {
+	*memDev
+	max           int
+	running, most atomic.Int64
+}
+
+func (d *inlineReadDev) ReadsInline(n int) bool { return n <= d.max }
+
+func (d *inlineReadDev) ReadAt(p []byte, off int64) (int, error) {
+	n := d.running.Add(1)
+	for m := d.most.Load(); n > m && !d.most.CompareAndSwap(m, n); m = d.most.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+	defer d.running.Add(-1)
+	return d.memDev.ReadAt(p, off)
+}
+
+// TestInlineReads: READs the device says are a copy out of memory
+// (InlineReader) are run by the reader, one at a time, answered in
+// request order with the right data; larger ones still go to the workers
+// side by side.
+func TestInlineReads(t *testing.T) {
+	const n, blk = 16, 4096
+	for _, tc := range []struct {
+		max    int
+		serial bool
+	}{
+		{blk, true},
+		{blk - 1, false},
+	} {
+		t.Run(fmt.Sprintf("max=%d", tc.max), func(t *testing.T) {
+			dev := &inlineReadDev{memDev: newMemDev(n * blk), max: tc.max}
+			for i := range n {
+				copy(dev.data[i*blk:], pattern(blk, byte(i+1)))
+			}
+			ts := startServer(t, oneExport(dev))
+			cl := connect(t, ts, "disk", false)
+			var sent, got []uint64
+			block := map[uint64]int{}
+			for i := range n {
+				h := cl.send(cmdRead, 0, uint64(i*blk), blk, nil)
+				sent = append(sent, h)
+				block[h] = i
+			}
+			for range n {
+				r := cl.readReply()
+				require.Zero(t, r.errno)
+				i := block[r.handle]
+				assert.Equal(t, pattern(blk, byte(i+1)), r.data, "block %d", i)
+				got = append(got, r.handle)
+			}
+			if tc.serial {
+				assert.Equal(t, int64(1), dev.most.Load(), "reads run one at a time")
+				assert.Equal(t, sent, got, "replies in request order")
+			} else {
+				assert.Greater(t, dev.most.Load(), int64(1), "reads run side by side")
+			}
+		})
+	}
+}

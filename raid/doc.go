@@ -62,7 +62,8 @@
 //     tells the NBD server when every member of a RAID0, RAID1 or RAID10 is
 //     held in memory, so that it can run a WRITE on the goroutine that
 //     received it (not on parity levels, whose parity work is better
-//     overlapped with the next request).
+//     overlapped with the next request); Array.ReadsInline does the same
+//     for reads of up to 64 KiB on every level.
 //
 // # Invariants
 //

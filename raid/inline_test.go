@@ -76,3 +76,35 @@ func TestWritesInline(t *testing.T) {
 		})
 	}
 }
+
+// TestReadsInline: an array says a read may run on the receiving goroutine
+// when it is at most 64 KiB (what Op.Run reads on the request's goroutine)
+// and every member is held in memory, at every level, parity included.
+func TestReadsInline(t *testing.T) {
+	const chunk = 64 << 10
+	for _, tc := range []struct {
+		name    string
+		level   stripe.Level
+		unknown bool // one member does not say it is in memory
+	}{
+		{"raid0 memory", stripe.RAID0, false},
+		{"raid5 memory", stripe.RAID5, false},
+		{"raid10 memory", stripe.RAID10, false},
+		{"raid5 one member unknown", stripe.RAID5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var devs []raid.Device
+			for i := range 4 {
+				var m raid.Member = member.NewMemory(levelSizeFor(stripe.RAID5, chunk, 8))
+				if tc.unknown && i == 2 {
+					m = keep{m}
+				}
+				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: m})
+			}
+			a := createArray(t, devs, raid.CreateOptions{Name: "a", Level: tc.level, Chunk: chunk}, raid.Options{})
+			assert.Equal(t, !tc.unknown, a.ReadsInline(4096))
+			assert.Equal(t, !tc.unknown, a.ReadsInline(64<<10))
+			assert.False(t, a.ReadsInline(64<<10+1), "a larger read fans out to the workers")
+		})
+	}
+}

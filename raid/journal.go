@@ -355,16 +355,8 @@ type journal struct {
 	need  atomic.Bool
 	seq   atomic.Uint64
 
-	// wmu orders record writes: the reservation of space and the WriteAt,
-	// so that a record is synced only after every record before it in its
-	// log has been written (a scan stops at the first gap).
-	wmu     sync.Mutex
-	tail    [superblock.MaxMembers]int64
-	written [superblock.MaxMembers]uint64
-	synced  [superblock.MaxMembers]struct {
-		mu   sync.Mutex
-		done uint64
-	}
+	// logs[m] is member m's record queue (group commit, see append).
+	logs [superblock.MaxMembers]logQueue
 
 	rowsMu sync.Mutex
 	rows   map[int64]*rowEntry // rows with a record in this epoch
@@ -377,11 +369,42 @@ type journal struct {
 	replayed                    int64 // records replayed at assembly
 }
 
+// logQueue is one member's log: the records waiting to be written, and
+// whether a writer is writing a batch of them (the leader).
+type logQueue struct {
+	mu     sync.Mutex
+	cond   sync.Cond // L is &mu; signalled when a batch is done
+	leader bool
+	tail   int64 // bytes of the log taken by the epoch's records
+	queue  []*pendingRec
+	batch  []*pendingRec // the leader's scratch
+	vec    [][]byte      // the leader's scratch
+}
+
+// pendingRec is one record queued for one member's log (an Op's
+// logPend). The leader of the batch that takes it sets done, and err and
+// kind (the failing I/O) or full (the log had no room for it).
+type pendingRec struct {
+	vec  [][]byte
+	size int64
+	done bool
+	full bool
+	err  error
+	kind ioKind
+}
+
+// maxBatch bounds the records one log write carries (each is at most 4
+// vectors: head, P', Q', padding; Linux takes 1024 per pwritev).
+const maxBatch = 64
+
 func newJournal(a *Array, meta *superblock.Meta) *journal {
 	j := &journal{
 		a: a, off: int64(meta.LogOffset), cap: int64(meta.LogLength) - logHeaderSize, uuid: meta.ArrayUUID,
 		maxRec: maxPPL(a.geo.Chunk()),
 		rows:   map[int64]*rowEntry{},
+	}
+	for m := range j.logs {
+		j.logs[m].cond.L = &j.logs[m].mu
 	}
 	j.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return j
@@ -733,82 +756,129 @@ func (j *journal) syncMembers(op *Op) {
 }
 
 // append writes the record vec (size bytes, padded) to the logs of
-// members lm and syncs them.
+// members lm and syncs them. Concurrent records share log writes and
+// syncs (group commit): each record is queued on its members' logs, and
+// for each log one waiting writer at a time, the leader, takes every
+// record queued there (up to maxBatch), reserves their space at the log's
+// tail, writes them with one (vectored) write and syncs the member once,
+// holding no lock meanwhile, so records queue up while it writes; then it
+// wakes the writers of the batch. A record is thus written only after
+// every record before it in its log (a scan stops at the first gap), and
+// no writer waits for another's log write except by sharing it.
 func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	if size > j.cap {
 		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds the log area (%d): JournalLength is wrong", size, j.cap))
 	}
-	var upto [2]uint64
-	var flat []byte // the record in one buffer, for members without vectored writes
-	failed := false
-	j.wmu.Lock()
-	for _, m := range lm {
-		if j.tail[m]+size > j.cap {
-			j.wmu.Unlock()
-			j.need.Store(true)
-			return errRetryRow
-		}
-	}
 	for i, m := range lm {
-		d, off := op.v.devs[m], j.off+logHeaderSize+j.tail[m]
-		var err error
-		if vd, ok := d.(vectorIO); ok {
-			_, err = vd.WritevAt(vec, off)
-		} else {
-			if flat == nil {
-				flat = make([]byte, 0, size)
-				for _, b := range vec {
-					flat = append(flat, b...)
-				}
-			}
-			_, err = d.WriteAt(flat, off)
-		}
-		if err != nil {
-			op.countError(m, false, ioWrite)
-			op.fail(m, &MemberError{Op: "write", Member: m, Offset: -1, Err: fmt.Errorf("write-hole log record: %w", err)})
-			failed = true
-			continue
-		}
-		j.tail[m] += size
-		j.written[m]++
-		upto[i] = j.written[m]
+		p := &op.logPend[i]
+		*p = pendingRec{vec: vec, size: size}
+		q := &j.logs[m]
+		q.mu.Lock()
+		q.queue = append(q.queue, p)
+		q.mu.Unlock()
 	}
-	j.wmu.Unlock()
-	if failed {
+	failed, full := false, false
+	for i, m := range lm {
+		p := &op.logPend[i]
+		j.await(op, m, p)
+		switch {
+		case p.full:
+			full = true
+		case p.err != nil:
+			op.fail(m, &MemberError{Op: ioNames[p.kind], Member: m, Offset: -1, Err: fmt.Errorf("write-hole log record: %w", p.err)})
+			failed = true
+		}
+		*p = pendingRec{}
+	}
+	if full {
+		j.need.Store(true)
+	}
+	if failed || full {
 		return errRetryRow
 	}
 	j.records.Add(1)
 	j.bytes.Add(size * int64(len(lm)))
-	for i, m := range lm {
-		if err := j.syncTo(op.v.devs[m], m, upto[i]); err != nil {
-			op.countError(m, false, ioSync)
-			op.fail(m, &MemberError{Op: "sync", Member: m, Offset: -1, Err: fmt.Errorf("write-hole log record: %w", err)})
-			failed = true
-		}
-	}
-	if failed {
-		return errRetryRow
-	}
 	return nil
 }
 
-// syncTo returns once the first upto records written to member m's log
-// are durable. Concurrent callers share one Sync (group commit).
-func (j *journal) syncTo(dev Member, m int, upto uint64) error {
-	s := &j.synced[m]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done >= upto {
-		return nil
+// await returns once p, queued on member m's log, is written and synced
+// (or failed), leading batches while no other writer does.
+func (j *journal) await(op *Op, m int, p *pendingRec) {
+	q := &j.logs[m]
+	q.mu.Lock()
+	for !p.done {
+		if q.leader {
+			q.cond.Wait()
+			continue
+		}
+		q.leader = true
+		j.writeBatch(op, m, q)
+		q.leader = false
+		q.cond.Broadcast()
 	}
-	j.wmu.Lock()
-	target := j.written[m]
-	j.wmu.Unlock()
-	if err := syncWrites(dev); err != nil {
-		return err
+	q.mu.Unlock()
+}
+
+// writeBatch writes and syncs the records queued on member m's log, the
+// leader's among them. It is called with q.mu held and releases it for
+// the I/O. A failure fails every record of the batch, and is counted once.
+func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
+	n := min(len(q.queue), maxBatch)
+	batch := append(q.batch[:0], q.queue[:n]...)
+	q.queue = q.queue[:copy(q.queue, q.queue[n:])]
+	clear(q.queue[len(q.queue):n])
+	vec := q.vec[:0]
+	off, size, k := q.tail, int64(0), 0
+	for _, p := range batch {
+		if off+size+p.size > j.cap {
+			break // the log is full: this record and the rest wait for a checkpoint
+		}
+		vec = append(vec, p.vec...)
+		size += p.size
+		k++
 	}
-	s.done = target
-	return nil
+	q.tail += size
+	q.mu.Unlock()
+
+	var err error
+	kind := ioWrite
+	if size > 0 {
+		d, at := op.v.devs[m], j.off+logHeaderSize+off
+		if vd, ok := d.(vectorIO); ok {
+			_, err = vd.WritevAt(vec, at)
+		} else {
+			// The batch in one buffer, for members without vectored writes.
+			flat := make([]byte, 0, size)
+			for _, b := range vec {
+				flat = append(flat, b...)
+			}
+			_, err = d.WriteAt(flat, at)
+		}
+		if err == nil {
+			kind = ioSync
+			err = syncWrites(d)
+		}
+		if err != nil {
+			op.countError(m, false, kind)
+		}
+	}
+
+	q.mu.Lock()
+	if err != nil && kind == ioWrite {
+		q.tail -= size // nothing after it was reserved: the leader is alone
+	}
+	for i, p := range batch {
+		if i < k {
+			p.err, p.kind = err, kind
+		} else {
+			p.full = true
+		}
+		p.done = true
+	}
+	clear(vec)
+	q.vec = vec[:0]
+	clear(batch)
+	q.batch = batch[:0]
 }
 
 // checkpoint makes every record stale: it syncs every writable member of
@@ -820,8 +890,11 @@ func (j *journal) checkpoint(op *Op) {
 	j.syncAll(op, v, nil)
 	j.epoch++
 	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch))
-	for m := range j.tail {
-		j.tail[m] = 0
+	for m := range j.logs {
+		q := &j.logs[m]
+		q.mu.Lock()
+		q.tail = 0
+		q.mu.Unlock()
 	}
 	j.rowsMu.Lock()
 	for r, e := range j.rows {

@@ -205,6 +205,7 @@ type Op struct {
 	rowLog           RowLog
 	pplSpans         []pplSpan
 	recVec           [][]byte
+	logPend          [2]pendingRec // the record's places in its logs' queues
 
 	// sums are the shared checksums of writes of the same buffers to
 	// several members (checksums.go); the first nSums are in use.

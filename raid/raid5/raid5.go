@@ -2,6 +2,7 @@ package raid5
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"fmt"
 
 	"github.com/klauspost/reedsolomon"
@@ -184,15 +185,25 @@ func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, pbuf []byte, 
 		return nil
 	}
 	if rl.P != nil {
-		copy(rl.P, pbuf)
-		for _, s := range rl.W {
-			var d []byte
+		cut := func(s raid.Span) []byte {
 			if cur != nil {
-				d = cur[s.Index][s.A-w.Lo : s.B-w.Lo]
-			} else {
-				d = w.Data[s.Index][s.A-w.A[s.Index] : s.B-w.A[s.Index]]
+				return cur[s.Index][s.A-w.Lo : s.B-w.Lo]
 			}
-			l.xor(op, rl.P[s.A-w.Lo:s.B-w.Lo], d)
+			return w.Data[s.Index][s.A-w.A[s.Index] : s.B-w.A[s.Index]]
+		}
+		if len(rl.W) == 1 {
+			// One span (most partial writes): P' in one pass, the new
+			// parity XOR the span's bytes, copied around it.
+			s := rl.W[0]
+			a, b := s.A-w.Lo, s.B-w.Lo
+			copy(rl.P[:a], pbuf[:a])
+			subtle.XORBytes(rl.P[a:b], pbuf[a:b], cut(s))
+			copy(rl.P[b:], pbuf[b:])
+		} else {
+			copy(rl.P, pbuf)
+			for _, s := range rl.W {
+				l.xor(op, rl.P[s.A-w.Lo:s.B-w.Lo], cut(s))
+			}
 		}
 	}
 	if op.LogRow(rl) != nil {

@@ -20,7 +20,9 @@ import (
 // block naming the array, the log's epoch and its format version, then
 // records appended one after another. Before a row write that could open
 // the write hole touches data or parity, a record is appended to the log of
-// the row's parity member (and of its Q member) and synced. It holds the
+// the row's parity member (and of its Q member) and synced (the records
+// of concurrent row writes share one log write and one sync per member:
+// see append). It holds the
 // row's partial parity over the parity range [lo, hi) the write changes:
 // P' = the XOR of the row's data bytes in that range that the write does
 // not write, and on RAID6 Q' = their sum weighted by Q's coefficients; and

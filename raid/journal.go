@@ -827,8 +827,9 @@ func (j *journal) await(op *Op, m int, p *pendingRec) {
 func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 	n := min(len(q.queue), maxBatch)
 	batch := append(q.batch[:0], q.queue[:n]...)
-	q.queue = q.queue[:copy(q.queue, q.queue[n:])]
-	clear(q.queue[len(q.queue):n])
+	rest := copy(q.queue, q.queue[n:])
+	clear(q.queue[rest:])
+	q.queue = q.queue[:rest]
 	vec := q.vec[:0]
 	off, size, k := q.tail, int64(0), 0
 	for _, p := range batch {

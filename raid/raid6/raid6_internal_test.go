@@ -46,43 +46,67 @@ func TestEncodeNoAllocs(t *testing.T) {
 // BenchmarkEncode measures computing P and Q of one 64 KiB-chunk row from
 // scratch, the CPU part of a full-stripe write (the array-level numbers are
 // raid's BenchmarkFullStripeWrite, next to BenchmarkMemcpy).
+// Where the CPU has AVX-512 it runs with either kernel (avx512=false:
+// AVX2), interleaved.
 func BenchmarkEncode(b *testing.B) {
 	const chunk = 64 << 10
+	kernels := []bool{useAVX512}
+	if useAVX512 {
+		kernels = []bool{false, true}
+	}
+	defer func(v bool) { useAVX512 = v }(useAVX512)
 	for _, n := range []int{4, 6, 10} {
-		b.Run(fmt.Sprint("members=", n), func(b *testing.B) {
-			g, err := stripe.New(stripe.RAID6, n, chunk, 4*chunk)
-			require.NoError(b, err)
-			lay, err := New(g)
-			require.NoError(b, err)
-			l := lay.(*Layout)
-			devs := make([]raid.Member, n)
-			for m := range devs {
-				devs[m] = member.NewMemory(4 * chunk)
-			}
-			op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
-			require.NoError(b, err)
-			shards := make([][]byte, n)
-			for i := range shards {
-				shards[i] = make([]byte, chunk)
-			}
-			b.SetBytes(int64(l.dk * chunk))
-			b.ReportAllocs()
-			for b.Loop() {
-				l.encode(op, shards[:l.dk], shards[l.dk], shards[l.dk+1])
-			}
-		})
+		for _, wide := range kernels {
+			useAVX512 = wide
+			b.Run(fmt.Sprintf("members=%d/avx512=%v", n, wide), func(b *testing.B) { benchmarkEncode(b, n, chunk) })
+		}
 	}
 }
 
-// TestSyndromeKernel: the one-pass syndrome kernel (genSyndrome, with the
-// library finishing the tail) computes the same P and Q as the library
-// alone, for 1 to 14 data chunks, lengths around the kernel's block and
-// data that is not aligned in memory. TestGoldenParity pins both against
-// md's arithmetic.
+func benchmarkEncode(b *testing.B, n int, chunk int) {
+	g, err := stripe.New(stripe.RAID6, n, int64(chunk), 4*int64(chunk))
+	require.NoError(b, err)
+	lay, err := New(g)
+	require.NoError(b, err)
+	l := lay.(*Layout)
+	devs := make([]raid.Member, n)
+	for m := range devs {
+		devs[m] = member.NewMemory(4 * int64(chunk))
+	}
+	op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
+	require.NoError(b, err)
+	shards := make([][]byte, n)
+	for i := range shards {
+		shards[i] = make([]byte, chunk)
+	}
+	b.SetBytes(int64(l.dk * chunk))
+	b.ReportAllocs()
+	for b.Loop() {
+		l.encode(op, shards[:l.dk], shards[l.dk], shards[l.dk+1])
+	}
+}
+
+// TestSyndromeKernel: the one-pass syndrome kernels (genSyndrome, AVX2
+// and, where the CPU has it, AVX-512, with the library finishing the tail)
+// compute the same P and Q as the library alone, for 2 to 14 data chunks,
+// lengths around the kernel's block and data that is not aligned in
+// memory. TestGoldenParity pins them against md's arithmetic.
 func TestSyndromeKernel(t *testing.T) {
 	if !haveSyndromeKernel {
 		t.Skip("no syndrome kernel on this CPU or platform")
 	}
+	kernels := []bool{false}
+	if useAVX512 {
+		kernels = append(kernels, true)
+	}
+	defer func(v bool) { useAVX512 = v }(useAVX512)
+	for _, wide := range kernels {
+		useAVX512 = wide
+		t.Run(fmt.Sprint("avx512=", wide), testSyndromeKernel)
+	}
+}
+
+func testSyndromeKernel(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for _, n := range []int{4, 5, 6, 9, 16} {
 		g, err := stripe.New(stripe.RAID6, n, 64<<10, 4*64<<10)

@@ -4,8 +4,12 @@ package raid6
 
 import "golang.org/x/sys/cpu"
 
-// haveSyndromeKernel reports whether genSyndromeAVX2 can run here.
-var haveSyndromeKernel = cpu.X86.HasAVX2
+// haveSyndromeKernel reports whether genSyndromeAVX2 can run here, and
+// useAVX512 whether genSyndromeAVX512 can (and runs instead).
+var (
+	haveSyndromeKernel = cpu.X86.HasAVX2
+	useAVX512          = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+)
 
 // genSyndromeAVX2 sets p[:n] and q[:n] to the P and Q of data[i][:n]
 // (syndrome_amd64.s). n must be a multiple of syndromeBlock and every
@@ -13,6 +17,11 @@ var haveSyndromeKernel = cpu.X86.HasAVX2
 //
 //go:noescape
 func genSyndromeAVX2(data [][]byte, p, q *byte, n int)
+
+// genSyndromeAVX512 is genSyndromeAVX2 with AVX-512 (F and BW).
+//
+//go:noescape
+func genSyndromeAVX512(data [][]byte, p, q *byte, n int)
 
 // genSyndrome computes P and Q of the longest prefix of data it can (a
 // multiple of syndromeBlock bytes) and returns its length: 0 without the
@@ -27,6 +36,10 @@ func genSyndrome(data [][]byte, p, q []byte) int {
 			panic("raid6: syndrome: data shorter than parity")
 		}
 	}
-	genSyndromeAVX2(data, &p[0], &q[0], n)
+	if useAVX512 {
+		genSyndromeAVX512(data, &p[0], &q[0], n)
+	} else {
+		genSyndromeAVX2(data, &p[0], &q[0], n)
+	}
 	return n
 }

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/raidd/raidd/internal/awake"
 )
 
 const (
@@ -143,8 +141,8 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.pol = policy{size: info.size, tflags: info.tflags, minBlock: e.minBlock, maxLen: e.maxBlock,
 		blockStatus: c.metaID != 0}
 	tuneSocket(c.nc)
-	if s.opts.KeepAwake {
-		defer awake.Hold()()
+	if s.opts.Hold != nil {
+		defer s.opts.Hold()()
 	}
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.reserve.init(connReserveBytes)

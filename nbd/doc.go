@@ -47,9 +47,9 @@
 //     is left to the kernel's send buffer autotuning.
 //   - A READ is executed completely before any byte of its reply is written,
 //     so a device error is always an error reply, never a disconnect.
-//   - With Options.KeepAwake, a connection in transmission keeps the Go
-//     runtime's system monitor out of its deep sleep (package
-//     internal/awake). A reader that waits for the pieces of a payload
+//   - Options.Hold is called for each connection in transmission; raidd
+//     serve uses it to keep the Go runtime's system monitor out of its
+//     deep sleep (package internal/awake). A reader that waits for the pieces of a payload
 //     leaves every processor idle many times per request; each time the
 //     monitor went into a deep sleep, and the next system call woke it
 //     into 20 µs polling, about a fifth of raidd's CPU on sequential

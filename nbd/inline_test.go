@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raidd/raidd/internal/awake"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -89,23 +88,22 @@ func TestInlineWrites(t *testing.T) {
 	}
 }
 
-// TestKeepAwake: with Options.KeepAwake a connection in transmission holds
-// the runtime awake (internal/awake), and the hold ends with the
-// connection; without it nothing is held.
-func TestKeepAwake(t *testing.T) {
-	for _, keep := range []bool{false, true} {
-		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
-			opts := oneExport(newMemDev(1 << 16))
-			opts.KeepAwake = keep
-			ts := startServer(t, opts)
-			cl := connect(t, ts, "disk", true)
-			require.Zero(t, cl.writeAt(0, pattern(4096, 7), 0))
-			assert.Equal(t, keep, awake.Holding())
-			cl.send(cmdDisc, 0, 0, 0, nil)
-			cl.expectEOF()
-			require.Eventually(t, func() bool { return !awake.Holding() }, 5*time.Second, time.Millisecond)
-		})
+// TestHoldPerConnection: Options.Hold is called when a connection enters
+// transmission, and its release when the connection ends.
+func TestHoldPerConnection(t *testing.T) {
+	var held atomic.Int64
+	opts := oneExport(newMemDev(1 << 16))
+	opts.Hold = func() func() {
+		held.Add(1)
+		return func() { held.Add(-1) }
 	}
+	ts := startServer(t, opts)
+	cl := connect(t, ts, "disk", true)
+	require.Zero(t, cl.writeAt(0, pattern(4096, 7), 0))
+	assert.Equal(t, int64(1), held.Load())
+	cl.send(cmdDisc, 0, 0, 0, nil)
+	cl.expectEOF()
+	require.Eventually(t, func() bool { return held.Load() == 0 }, 5*time.Second, time.Millisecond)
 }
 
 // inlineReadDev is a memDev that says which READs may run on the request

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/raidd/raidd/internal/awake"
 	"github.com/raidd/raidd/internal/member"
 
 	"github.com/raidd/raidd/nbd"
@@ -351,7 +352,7 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		TLSConfig:             tlsConfig,
 		// The runtime's system monitor stays awake while clients are
 		// connected (bench/README.md, "CPU per byte").
-		KeepAwake: true,
+		Hold: awake.Hold,
 	})
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ trap 'rm -f "$out" "$bin"' EXIT
 go test -c -o "$bin" ./raid
 echo "load before: $(uptime)"
 for round in $(seq "${COUNT:-5}"); do
-	"$bin" -test.run '^$' -test.bench "BenchmarkWriteHole/${BENCH:-}" -test.benchtime "${BENCHTIME:-1s}" -test.count 1 | grep '^Benchmark' | tee -a "$out"
+	"$bin" -test.run '^$' -test.bench "^BenchmarkWriteHole$/${BENCH:-}" -test.benchtime "${BENCHTIME:-1s}" -test.count 1 | grep '^Benchmark' | tee -a "$out"
 done
 echo "load after: $(uptime)"
 python3 - "$out" <<'PY'

@@ -18,17 +18,7 @@ import (
 func TestEncodeNoAllocs(t *testing.T) {
 	for _, n := range []int{4, 6, 10} {
 		const chunk = 64 << 10
-		g, err := stripe.New(stripe.RAID6, n, chunk, 4*chunk)
-		require.NoError(t, err)
-		lay, err := New(g)
-		require.NoError(t, err)
-		l := lay.(*Layout)
-		devs := make([]raid.Member, n)
-		for m := range devs {
-			devs[m] = member.NewMemory(4 * chunk)
-		}
-		op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
-		require.NoError(t, err)
+		l, op := newTestLayout(t, n, chunk)
 		data := make([][]byte, l.dk)
 		for i := range data {
 			data[i] = make([]byte, chunk)
@@ -64,17 +54,7 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func benchmarkEncode(b *testing.B, n int, chunk int) {
-	g, err := stripe.New(stripe.RAID6, n, int64(chunk), 4*int64(chunk))
-	require.NoError(b, err)
-	lay, err := New(g)
-	require.NoError(b, err)
-	l := lay.(*Layout)
-	devs := make([]raid.Member, n)
-	for m := range devs {
-		devs[m] = member.NewMemory(4 * int64(chunk))
-	}
-	op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
-	require.NoError(b, err)
+	l, op := newTestLayout(b, n, int64(chunk))
 	shards := make([][]byte, n)
 	for i := range shards {
 		shards[i] = make([]byte, chunk)
@@ -138,4 +118,21 @@ func testSyndromeKernel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newTestLayout returns a RAID6 layout of n members with the given chunk,
+// and an Op over memory members of four rows, for its encoding functions.
+func newTestLayout(tb testing.TB, n int, chunk int64) (*Layout, *raid.Op) {
+	tb.Helper()
+	g, err := stripe.New(stripe.RAID6, n, chunk, 4*chunk)
+	require.NoError(tb, err)
+	lay, err := New(g)
+	require.NoError(tb, err)
+	devs := make([]raid.Member, n)
+	for m := range devs {
+		devs[m] = member.NewMemory(4 * chunk)
+	}
+	op, err := raid.NewOp(g, raid.OpConfig{Members: devs})
+	require.NoError(tb, err)
+	return lay.(*Layout), op
 }

@@ -19,6 +19,8 @@
 #   RAMP       fio ramp_time in seconds                   (default 2)
 #   ROUNDS     interleaved rounds; the median is printed  (default 1)
 #   CSUM       1: also every level created with --checksums (default 0)
+#   POLICY     create's --consistency-policy for RAID5/6: ppl
+#              or bitmap (no write-hole log)               (default: ppl)
 #   FIO        0: skip the fio jobs (precondition only)   (default 1)
 #   SCRUB      0: skip the scrub rate                     (default 1)
 #   REBUILD    0: skip the rebuild rate                   (default 1)
@@ -37,6 +39,7 @@ LEVELS=${LEVELS:-"0 1 5 10 6"}
 RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-1}
+POLICY=${POLICY:-}
 CSUM=${CSUM:-0} # 1: every level also with --checksums (target raidN+csum), in the same run
 SHM=${SHM:-/dev/shm}
 BLKIO=${BLKIO:-/sys/fs/cgroup/blkio}
@@ -119,7 +122,11 @@ start_raidd() {
 		new_disk "$name-d$i"
 		members+=("$disk")
 	done
-	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" ${suffix:+--checksums} --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
+	local policy=()
+	if [ -n "$POLICY" ] && { [ "$level" = 5 ] || [ "$level" = 6 ]; }; then
+		policy=(--consistency-policy "$POLICY")
+	fi
+	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" ${suffix:+--checksums} "${policy[@]}" --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
 		echo "raid$level: skipped: raidd create --level $level failed: $(grep -m1 -i error "$work/$name.create" || head -n 1 "$work/$name.create")" >&2
 		return 1
 	fi

@@ -20,9 +20,10 @@ import (
 // block naming the array, the log's epoch and its format version, then
 // records appended one after another. Before a row write that could open
 // the write hole touches data or parity, a record is appended to the log of
-// the row's parity member (and of its Q member) and synced (the records
-// of concurrent row writes share one log write and one sync per member:
-// see append). It holds the
+// the row's parity member (and of its Q member) and made durable (the
+// records of concurrent row writes share one durable log write per member:
+// see append; one pwritev2 with RWF_DSYNC where the member can, see
+// writeDurable). It holds the
 // row's partial parity over the parity range [lo, hi) the write changes:
 // P' = the XOR of the row's data bytes in that range that the write does
 // not write, and on RAID6 Q' = their sum weighted by Q's coefficients; and
@@ -846,21 +847,7 @@ func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 	var err error
 	kind := ioWrite
 	if size > 0 {
-		d, at := op.v.devs[m], j.off+logHeaderSize+off
-		if vd, ok := d.(vectorIO); ok {
-			_, err = vd.WritevAt(vec, at)
-		} else {
-			// The batch in one buffer, for members without vectored writes.
-			flat := make([]byte, 0, size)
-			for _, b := range vec {
-				flat = append(flat, b...)
-			}
-			_, err = d.WriteAt(flat, at)
-		}
-		if err == nil {
-			kind = ioSync
-			err = syncWrites(d)
-		}
+		kind, err = writeDurable(op.v.devs[m], vec, j.off+logHeaderSize+off, size)
 		if err != nil {
 			op.countError(m, false, kind)
 		}
@@ -882,6 +869,37 @@ func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 	q.vec = vec[:0]
 	clear(batch)
 	q.batch = batch[:0]
+}
+
+// dsyncWriter is implemented by members that make one vectored write
+// durable by itself (member.File, integrity.Dev: pwritev2 with RWF_DSYNC).
+type dsyncWriter interface {
+	WritevAtDSync(bufs [][]byte, off int64) (int, error)
+}
+
+// writeDurable writes vec (size bytes) at at on d and makes it durable:
+// one durable write where the member can (a FUA write on a block device,
+// where a write and a sync are two operations), else a write and a sync.
+// kind says which of the two failed.
+func writeDurable(d Member, vec [][]byte, at, size int64) (kind ioKind, err error) {
+	if dw, ok := d.(dsyncWriter); ok {
+		_, err = dw.WritevAtDSync(vec, at)
+		return ioWrite, err
+	}
+	if vd, ok := d.(vectorIO); ok {
+		_, err = vd.WritevAt(vec, at)
+	} else {
+		// The batch in one buffer, for members without vectored writes.
+		flat := make([]byte, 0, size)
+		for _, b := range vec {
+			flat = append(flat, b...)
+		}
+		_, err = d.WriteAt(flat, at)
+	}
+	if err != nil {
+		return ioWrite, err
+	}
+	return ioSync, syncWrites(d)
 }
 
 // checkpoint makes every record stale: it syncs every writable member of

@@ -159,8 +159,9 @@ func (m *File) unlockEdges(idx [2]int, n int) {
 // requests concurrently, but two requests that do not overlap can still
 // share an alignment block; the read-modify-write of a partly covered block
 // therefore holds that block's stripe of m.edges until its write is done,
-// so neither request loses the other's bytes. bufs are not retained.
-func (m *File) writeBounce(bufs [][]byte, off, want int64) (int, error) {
+// so neither request loses the other's bytes. With dsync each window is
+// written with RWF_DSYNC (WritevAtDSync). bufs are not retained.
+func (m *File) writeBounce(bufs [][]byte, off, want int64, dsync bool) (int, error) {
 	a := int(m.align)
 	done := int64(0)
 	for done < want {
@@ -186,7 +187,16 @@ func (m *File) writeBounce(bufs [][]byte, off, want int64) (int, error) {
 			}
 		}
 		gather(buf[w.skip:w.skip+w.want], bufs, done)
-		put, err := m.pwrite(buf, w.start)
+		var put int
+		var err error
+		if dsync {
+			one := [1][]byte{buf}
+			if put, err = m.syscallv(one[:], w.start, sysPwritevDSync); err != nil {
+				err = m.wrap("pwritev2", err)
+			}
+		} else {
+			put, err = m.pwrite(buf, w.start)
+		}
 		m.unlockEdges(locked, nlocked)
 		putBounce(bp)
 		if err != nil {

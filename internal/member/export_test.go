@@ -41,3 +41,11 @@ func SetStatHook(fn func()) (restore func()) {
 // TailMapped reports whether the member's last page is mapped for the size
 // check after a write.
 func TailMapped(m *File) bool { return m.hasTail() }
+
+// DSyncRefused reports whether WritevAtDSync found RWF_DSYNC refused and
+// writes and syncs instead.
+func DSyncRefused(m *File) bool { return m.noDSync.Load() }
+
+// RefuseDSync makes WritevAtDSync write and sync, as on a kernel that
+// refuses RWF_DSYNC.
+func RefuseDSync(m *File) { m.noDSync.Store(true) }

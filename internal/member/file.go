@@ -63,6 +63,9 @@ type File struct {
 	// shrunk is set once the device was found shorter than size; every
 	// later call but Sync and Close then fails with ErrShrunk.
 	shrunk atomic.Bool
+	// noDSync is set once the kernel refused pwritev2's RWF_DSYNC: then
+	// WritevAtDSync writes and syncs.
+	noDSync atomic.Bool
 	// edges serializes the read-modify-write of partially written
 	// alignment blocks in direct mode (writeBounce), striped by block.
 	edges [edgeLocks]sync.Mutex
@@ -432,7 +435,7 @@ func (m *File) WriteAt(p []byte, off int64) (int, error) {
 	var err error
 	if m.direct && !m.aligned(p, off) {
 		one := [1][]byte{p}
-		n, err = m.writeBounce(one[:], off, int64(len(p)))
+		n, err = m.writeBounce(one[:], off, int64(len(p)), false)
 	} else {
 		n, err = m.pwrite(p, off)
 	}

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -95,8 +96,41 @@ func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 	return done + n, err
 }
 
+// WritevAtDSync is WritevAt that returns once the bytes are durable: one
+// pwritev2(2) with RWF_DSYNC, which a block device serves as a write with
+// FUA, where a write and then Sync cost it two operations and the
+// fdatasync(2) waits for every other write in flight on the member. The
+// engine writes its write-hole log records so. Where the kernel refuses the
+// flag (EOPNOTSUPP; ENOSYS before Linux 4.7) it writes and then syncs, then
+// and from then on; so do ranges WritevAt would serve one buffer at a time.
+func (m *File) WritevAtDSync(bufs [][]byte, off int64) (int, error) {
+	want := total(bufs)
+	if m.noDSync.Load() || m.readOnly || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {
+		return m.writeThenSync(bufs, off)
+	}
+	n, err := m.writevFlags(bufs, off, true)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		m.noDSync.Store(true)
+		return m.writeThenSync(bufs, off)
+	}
+	return n, err
+}
+
+func (m *File) writeThenSync(bufs [][]byte, off int64) (int, error) {
+	n, err := m.WritevAt(bufs, off)
+	if err == nil {
+		err = m.Sync()
+	}
+	return n, err
+}
+
 // writev serves WritevAt for at most maxIovecs buffers inside the member.
 func (m *File) writev(bufs [][]byte, off int64) (int, error) {
+	return m.writevFlags(bufs, off, false)
+}
+
+// writevFlags is writev, with RWF_DSYNC when dsync is set.
+func (m *File) writevFlags(bufs [][]byte, off int64, dsync bool) (int, error) {
 	want := total(bufs)
 	if off+want == m.size {
 		if err := m.checkSize("write"); err != nil {
@@ -106,7 +140,7 @@ func (m *File) writev(bufs [][]byte, off int64) (int, error) {
 	var n int
 	if m.direct && !m.alignedVec(bufs, off) {
 		var err error
-		if n, err = m.writeBounce(bufs, off, want); err != nil {
+		if n, err = m.writeBounce(bufs, off, want, dsync); err != nil {
 			if serr := m.checkSize("write"); serr != nil {
 				return n, serr
 			}
@@ -114,7 +148,11 @@ func (m *File) writev(bufs [][]byte, off int64) (int, error) {
 		}
 	} else {
 		var err error
-		if n, err = m.vectored(bufs, off, true); err != nil {
+		kind := sysPwritev
+		if dsync {
+			kind = sysPwritevDSync
+		}
+		if n, err = m.syscallv(bufs, off, kind); err != nil {
 			return 0, m.wrap("pwritev", err)
 		}
 	}
@@ -142,6 +180,7 @@ type sysKind uint8
 const (
 	sysPreadv sysKind = iota
 	sysPwritev
+	sysPwritevDSync // pwritev2 with RWF_DSYNC
 	sysFstat
 )
 
@@ -170,6 +209,8 @@ func (c *sysReq) do(fd uintptr) {
 		switch c.kind {
 		case sysPwritev:
 			c.n, c.err = unix.Pwritev(int(fd), c.bufs, c.off)
+		case sysPwritevDSync:
+			c.n, c.err = unix.Pwritev2(int(fd), c.bufs, c.off, unix.RWF_DSYNC)
 		case sysPreadv:
 			c.n, c.err = unix.Preadv(int(fd), c.bufs, c.off)
 		case sysFstat:
@@ -196,17 +237,23 @@ func (m *File) guarded(c *sysReq) error {
 
 // vectored runs preadv or pwritev under the descriptor's reference.
 func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
+	if write {
+		return m.syscallv(bufs, off, sysPwritev)
+	}
+	return m.syscallv(bufs, off, sysPreadv)
+}
+
+// syscallv runs the vectored call kind (preadv, pwritev or pwritev2 with
+// RWF_DSYNC) under the descriptor's reference.
+func (m *File) syscallv(bufs [][]byte, off int64, kind sysKind) (int, error) {
 	if testHookVector != nil {
 		testHookVector()
 	}
 	if testHookIO != nil {
-		testHookIO(m, write, off, int(total(bufs)))
+		testHookIO(m, kind != sysPreadv, off, int(total(bufs)))
 	}
 	c := sysReqPool.Get().(*sysReq)
-	c.kind, c.bufs, c.off = sysPreadv, bufs, off
-	if write {
-		c.kind = sysPwritev
-	}
+	c.kind, c.bufs, c.off = kind, bufs, off
 	err := m.guarded(c)
 	n := c.n
 	c.bufs, c.n, c.err = nil, 0, nil

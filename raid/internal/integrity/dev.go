@@ -742,6 +742,30 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 	return d.writeBlocks(bufs, off, total, *ep)
 }
 
+// dsyncWriter is implemented by members that make one vectored write
+// durable by itself (member.File: pwritev2 with RWF_DSYNC).
+type dsyncWriter interface {
+	WritevAtDSync(bufs [][]byte, off int64) (int, error)
+}
+
+// WritevAtDSync is WritevAt that returns once the bytes are durable. Outside
+// the data region (a write-hole log record) it passes through to a wrapped
+// device that can do it; otherwise it is WritevAt followed by SyncData.
+func (d *Dev) WritevAtDSync(bufs [][]byte, off int64) (int, error) {
+	var total int64
+	for _, b := range bufs {
+		total += int64(len(b))
+	}
+	if w, ok := d.inner.(dsyncWriter); ok && d.outside(off, total) {
+		return w.WritevAtDSync(bufs, off)
+	}
+	n, err := d.WritevAt(bufs, off)
+	if err == nil {
+		err = d.SyncData()
+	}
+	return n, err
+}
+
 // writeEach writes the buffers one at a time through WriteAt.
 func (d *Dev) writeEach(bufs [][]byte, off int64) (int, error) {
 	o := off

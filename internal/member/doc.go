@@ -71,7 +71,9 @@
 // address and length are aligned, else one read or write of one bounce
 // buffer that covers the whole run (runs beyond 32 MiB take one call per 32
 // MiB). A 1 MiB request on a four-member RAID0 with 64 KiB chunks thus
-// costs each member one 256 KiB I/O, not four of 64 KiB.
+// costs each member one 256 KiB I/O, not four of 64 KiB. WritevAtDSync
+// is WritevAt made durable by the same call (pwritev2 with RWF_DSYNC, a
+// FUA write on a block device), for the engine's write-hole log records.
 //
 // The package is Linux-only: it relies on fallocate, fdatasync and the block
 // device ioctls.

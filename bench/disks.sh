@@ -113,6 +113,20 @@ wait_sock() {
 targets=()
 declare -A members_of # array name -> its member devices
 declare -A pid_of     # array name -> its server's pid
+declare -A tdevs      # target name -> its disks (for the request counts)
+
+# devstat DEVS...: the reads, writes and flushes the block devices DEVS
+# completed, summed (/sys/block/NAME/stat fields 1, 5 and 16).
+devstat() {
+	local d r=0 w=0 f=0 s
+	for d in "$@"; do
+		read -ra s <"/sys/block/${d#/dev/}/stat"
+		r=$((r + s[0]))
+		w=$((w + s[4]))
+		f=$((f + ${s[15]:-0}))
+	done
+	echo "$r $w $f"
+}
 # start_raidd LEVEL [+csum]: create an array of DISKS fresh disks (with
 # --checksums when the second argument is given) and serve it with --direct
 # inside the cgroup. Returns 1 when the level cannot be created.
@@ -136,6 +150,7 @@ start_raidd() {
 	pid_of[$name]=$!
 	wait_sock "$sock/$name.sock" $! "$name" || return 1
 	members_of[$name]="${members[*]}"
+	tdevs[raid$level$suffix]="${members[*]}"
 	targets+=("raid$level$suffix:$level:nbd+unix:///$name?socket=$sock/$name.sock")
 }
 
@@ -155,6 +170,7 @@ in_cgroup qemu-nbd --format=raw --cache=none --aio=native --shared=8 --persisten
 	--socket="$sock/peer.sock" "$disk" >"$work/peer.log" 2>&1 &
 pids+=($!)
 wait_sock "$sock/peer.sock" $! peer
+tdevs[peer]=$disk
 targets+=("peer:peer:nbd+unix:///peer?socket=$sock/peer.sock")
 
 # Precondition: write every target once, so that reads and writes below
@@ -185,10 +201,16 @@ for ((round = 1; round <= ROUNDS; round++)); do
 			tname=${target%%:*}
 			turi=${target#*:*:}
 			echo "round $round: fio $jname on $tname ..." >&2
+			# The disks' request counts around the job, and its wall time,
+			# for the requests per client operation table.
+			# shellcheck disable=SC2086
+			before="$(devstat ${tdevs[$tname]}) $(date +%s.%N)"
 			# shellcheck disable=SC2086
 			fio --name="$jname" --ioengine=nbd --uri="$turi" $jargs --numjobs=1 \
 				--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
 				--output-format=json --output="$work/$jname.$tname.$round.json" >/dev/null
+			# shellcheck disable=SC2086
+			echo "$before $(devstat ${tdevs[$tname]}) $(date +%s.%N)" >"$work/$jname.$tname.$round.dev"
 		done
 	done
 done
@@ -255,6 +277,31 @@ print(f"ideal: seq read {n}x bw at every level (rotating parity: all members ser
 print(f"       rand read {n}x IOPS; rand write RAID0 {n}x, RAID5 {n/2:g}x, RAID6 {n/3:.3g}x, RAID10 {n/2:g}x, RAID1 1x IOPS; peer: one disk")
 r, name, job = min(worst)
 print(f"lowest ratio: {r:.2f} ({name} {job}); target 0.95")
+
+# Disk requests per client operation: the reads, writes and flushes all
+# disks of the target completed per second of the job (ramp included)
+# over the client's operations per second (ramp excluded), median over
+# rounds: approximate, but it shows what a client operation costs the
+# disks (a RAID5 read-modify-write: 2 reads and 2 writes).
+def per_op(job, target):
+    vals = []
+    for r in range(1, rounds + 1):
+        with open(f"{work}/{job}.{target}.{r}.dev") as f:
+            v = [float(x) for x in f.read().split()]
+        r0, w0, f0, t0, r1, w1, f1, t1 = v
+        with open(f"{work}/{job}.{target}.{r}.json") as f:
+            text = f.read()
+        j = json.loads(text[text.index("{"):])["jobs"][0]
+        side = j["write"] if "write" in job else j["read"]
+        ops = side["iops"] * (t1 - t0)
+        vals.append(((r1 - r0) / ops, (w1 - w0) / ops, (f1 - f0) / ops) if ops else (0, 0, 0))
+    return tuple(statistics.median(x[i] for x in vals) for i in range(3))
+
+print()
+print(f"{'disk requests per client operation (reads / writes / flushes)':<12}")
+print(f"{'target':<12}" + "".join(f"{j:>{cell}}" for j in jobs))
+for name, level in targets:
+    print(f"{name:<12}" + "".join(f"{'%.2f / %.2f / %.2f' % per_op(job, name):>{cell}}" for job in jobs))
 EOF
 fi
 

@@ -191,7 +191,7 @@ func (m *File) writeBounce(bufs [][]byte, off, want int64, dsync bool) (int, err
 		var err error
 		if dsync {
 			one := [1][]byte{buf}
-			if put, err = m.syscallv(one[:], w.start, sysPwritevDSync); err != nil {
+			if put, err = m.vectored(one[:], w.start, sysPwritevDSync); err != nil {
 				err = m.wrap("pwritev2", err)
 			}
 		} else {

@@ -63,7 +63,7 @@ func (m *File) readv(bufs [][]byte, off int64) (int, error) {
 		}
 		return n, err
 	}
-	n, err := m.vectored(bufs, off, false)
+	n, err := m.vectored(bufs, off, sysPreadv)
 	if err != nil {
 		return 0, m.wrap("preadv", err)
 	}
@@ -152,7 +152,7 @@ func (m *File) writevFlags(bufs [][]byte, off int64, dsync bool) (int, error) {
 		if dsync {
 			kind = sysPwritevDSync
 		}
-		if n, err = m.syscallv(bufs, off, kind); err != nil {
+		if n, err = m.vectored(bufs, off, kind); err != nil {
 			return 0, m.wrap("pwritev", err)
 		}
 	}
@@ -235,17 +235,9 @@ func (m *File) guarded(c *sysReq) error {
 	return c.err
 }
 
-// vectored runs preadv or pwritev under the descriptor's reference.
-func (m *File) vectored(bufs [][]byte, off int64, write bool) (int, error) {
-	if write {
-		return m.syscallv(bufs, off, sysPwritev)
-	}
-	return m.syscallv(bufs, off, sysPreadv)
-}
-
-// syscallv runs the vectored call kind (preadv, pwritev or pwritev2 with
+// vectored runs the vectored call kind (preadv, pwritev or pwritev2 with
 // RWF_DSYNC) under the descriptor's reference.
-func (m *File) syscallv(bufs [][]byte, off int64, kind sysKind) (int, error) {
+func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
 	if testHookVector != nil {
 		testHookVector()
 	}

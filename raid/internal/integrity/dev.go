@@ -752,10 +752,7 @@ type dsyncWriter interface {
 // the data region (a write-hole log record) it passes through to a wrapped
 // device that can do it; otherwise it is WritevAt followed by SyncData.
 func (d *Dev) WritevAtDSync(bufs [][]byte, off int64) (int, error) {
-	var total int64
-	for _, b := range bufs {
-		total += int64(len(b))
-	}
+	total, _ := d.wholeBlocks(bufs, off)
 	if w, ok := d.inner.(dsyncWriter); ok && d.outside(off, total) {
 		return w.WritevAtDSync(bufs, off)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -196,11 +197,19 @@ func TestWritevAtDSync(t *testing.T) {
 				}
 				const off = 1 << 20
 				c, restore := countIO(0)
+				var syncs atomic.Int32
+				restoreSync := member.SetSyncHook(func(*member.File) { syncs.Add(1) })
 				n, err := f.WritevAtDSync(bufs, off)
+				restoreSync()
 				restore()
 				require.NoError(t, err)
 				require.Equal(t, 8704, n)
 				assert.Equal(t, 1, c.get(f).writes, "one write system call")
+				wantSyncs := int32(0) // RWF_DSYNC: the write is durable by itself
+				if refuse {
+					wantSyncs = 1
+				}
+				assert.Equal(t, wantSyncs, syncs.Load(), "fdatasync calls (refused %v)", refuse)
 				assert.Equal(t, refuse, member.DSyncRefused(f), "RWF_DSYNC refused")
 				got := make([]byte, 8704)
 				_, err = f.ReadAt(got, off)

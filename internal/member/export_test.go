@@ -49,3 +49,10 @@ func DSyncRefused(m *File) bool { return m.noDSync.Load() }
 // RefuseDSync makes WritevAtDSync write and sync, as on a kernel that
 // refuses RWF_DSYNC.
 func RefuseDSync(m *File) { m.noDSync.Store(true) }
+
+// SetSyncHook installs fn as the hook every Sync runs before its
+// fdatasync, and returns a function that removes it.
+func SetSyncHook(fn func(m *File)) (restore func()) {
+	testHookSync = fn
+	return func() { testHookSync = nil }
+}

@@ -504,6 +504,9 @@ func (m *File) Sync() error {
 	if m.closed.Load() {
 		return m.closedErr("sync")
 	}
+	if testHookSync != nil {
+		testHookSync(m)
+	}
 	if err := m.control(unix.Fdatasync); err != nil {
 		return m.wrap("fdatasync", err)
 	}

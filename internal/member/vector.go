@@ -169,6 +169,9 @@ func (m *File) writevFlags(bufs [][]byte, off int64, dsync bool) (int, error) {
 // testHookStat, when set by a test, runs before each fstat of statSize.
 var testHookStat func()
 
+// testHookSync, when set by a test, runs before every fdatasync of Sync.
+var testHookSync func(m *File)
+
 // testHookVector, when set by a test, runs after a vectored call has
 // checked the member and before it takes the descriptor: the window in
 // which a concurrent Close can happen.

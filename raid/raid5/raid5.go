@@ -55,14 +55,20 @@ func (l *Layout) xor(op *raid.Op, dst, src []byte) {
 	par[0] = nil
 }
 
-// encode computes shards[dk] from shards[:dk]: a copy and dk-1 SIMD XOR
-// passes. (Encoder.Encode does one pass but allocates per call on CPUs with
-// GFNI, and the hot path must not allocate.)
+// encode computes shards[dk] from shards[:dk]: parity.XOR's one pass (AVX2)
+// over the longest prefix that is a multiple of its block, and a copy and
+// dk-1 SIMD XOR passes of the library over the rest (all of it where there
+// is no kernel). (Encoder.Encode does one pass but allocates per call on
+// CPUs with GFNI, and the hot path must not allocate.)
 func (l *Layout) encode(op *raid.Op, shards [][]byte) {
 	p := shards[l.dk]
-	copy(p, shards[0])
+	k := parity.XOR(p, shards[:l.dk])
+	if k == len(p) {
+		return
+	}
+	copy(p[k:], shards[0][k:])
 	for i := 1; i < l.dk; i++ {
-		l.xor(op, p, shards[i])
+		l.xor(op, p[k:], shards[i][k:])
 	}
 }
 

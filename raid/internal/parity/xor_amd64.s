@@ -1,0 +1,54 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func xorAVX2(dst *byte, src [][]byte, n int)
+//
+// For each 128 bytes: load src[0], XOR every further source into the four
+// registers, store to dst. Every source byte is read once and dst written
+// once (regular stores: the parity is read again right away, to be copied
+// to its member). Each block is loaded in full before it is stored, so dst
+// may be src[0] itself. n is a multiple of 128, len(src) >= 1.
+TEXT ·xorAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src_base+8(FP), SI
+	MOVQ src_len+16(FP), CX
+	MOVQ n+32(FP), BX
+
+	// R10 = &src[len(src)] (slice headers are 24 bytes)
+	IMUL3Q $24, CX, R10
+	ADDQ   SI, R10
+	XORQ   R9, R9 // byte offset
+
+loop:
+	CMPQ    R9, BX
+	JAE     done
+	MOVQ    (SI), R8
+	VMOVDQU (R8)(R9*1), Y0
+	VMOVDQU 32(R8)(R9*1), Y1
+	VMOVDQU 64(R8)(R9*1), Y2
+	VMOVDQU 96(R8)(R9*1), Y3
+	LEAQ    24(SI), R11
+
+next:
+	CMPQ  R11, R10
+	JAE   store
+	MOVQ  (R11), R8
+	VPXOR (R8)(R9*1), Y0, Y0
+	VPXOR 32(R8)(R9*1), Y1, Y1
+	VPXOR 64(R8)(R9*1), Y2, Y2
+	VPXOR 96(R8)(R9*1), Y3, Y3
+	ADDQ  $24, R11
+	JMP   next
+
+store:
+	VMOVDQU Y0, (DI)(R9*1)
+	VMOVDQU Y1, 32(DI)(R9*1)
+	VMOVDQU Y2, 64(DI)(R9*1)
+	VMOVDQU Y3, 96(DI)(R9*1)
+	ADDQ    $128, R9
+	JMP     loop
+
+done:
+	VZEROUPPER
+	RET

@@ -20,7 +20,11 @@
 #   ROUNDS     interleaved rounds; the median is printed  (default 1)
 #   CSUM       1: also every level created with --checksums (default 0)
 #   POLICY     create's --consistency-policy for RAID5/6: ppl
-#              or bitmap (no write-hole log)               (default: ppl)
+#              or bitmap (no write-hole log); both ("ppl bitmap")
+#              creates each RAID5/6 once per policy, targets
+#              raidN+ppl and raidN+bitmap, in the same run  (default: ppl)
+#   JOBS       fio jobs to run, by name (seq-read-1M seq-write-1M
+#              rand-read-4K rand-write-4K)                 (default: all)
 #   FIO        0: skip the fio jobs (precondition only)   (default 1)
 #   SCRUB      0: skip the scrub rate                     (default 1)
 #   REBUILD    0: skip the rebuild rate                   (default 1)
@@ -127,17 +131,21 @@ devstat() {
 	done
 	echo "$r $w $f"
 }
-# start_raidd LEVEL [+csum]: create an array of DISKS fresh disks (with
-# --checksums when the second argument is given) and serve it with --direct
-# inside the cgroup. Returns 1 when the level cannot be created.
+# start_raidd LEVEL [+csum] [POLICY]: create an array of DISKS fresh disks
+# (with --checksums when the second argument is given, with
+# --consistency-policy POLICY, named in the target, when the third is) and
+# serve it with --direct inside the cgroup. Returns 1 when the level cannot
+# be created.
 start_raidd() {
-	local level=$1 suffix=${2:-} name=r$1${2:+c} i members=()
+	local level=$1 suffix=${2:-} pol=${3:-} name=r$1${2:+c}${3:+-$3} i members=()
 	for ((i = 0; i < DISKS; i++)); do
 		new_disk "$name-d$i"
 		members+=("$disk")
 	done
 	local policy=()
-	if [ -n "$POLICY" ] && { [ "$level" = 5 ] || [ "$level" = 6 ]; }; then
+	if [ -n "$pol" ]; then
+		policy=(--consistency-policy "$pol")
+	elif [ -n "$POLICY" ] && { [ "$level" = 5 ] || [ "$level" = 6 ]; }; then
 		policy=(--consistency-policy "$POLICY")
 	fi
 	if ! "$bin" create --name "$name" --level "$level" --chunk "$CHUNK" ${suffix:+--checksums} "${policy[@]}" --log-level warn "${members[@]}" >"$work/$name.create" 2>&1; then
@@ -150,12 +158,19 @@ start_raidd() {
 	pid_of[$name]=$!
 	wait_sock "$sock/$name.sock" $! "$name" || return 1
 	members_of[$name]="${members[*]}"
-	tdevs[raid$level$suffix]="${members[*]}"
-	targets+=("raid$level$suffix:$level:nbd+unix:///$name?socket=$sock/$name.sock")
+	tdevs[raid$level$suffix${pol:++$pol}]="${members[*]}"
+	targets+=("raid$level$suffix${pol:++$pol}:$level:nbd+unix:///$name?socket=$sock/$name.sock")
 }
 
+read -ra policies <<<"$POLICY"
 for level in $LEVELS; do
-	if ! start_raidd "$level"; then
+	if [[ ${#policies[@]} -gt 1 ]] && { [[ $level == 5 ]] || [[ $level == 6 ]]; }; then
+		for pol in "${policies[@]}"; do
+			if ! start_raidd "$level" "" "$pol"; then
+				[[ $level == 6 ]] || die "raid$level ($pol) could not be created or served"
+			fi
+		done
+	elif ! start_raidd "$level"; then
 		[[ $level == 6 ]] || die "raid$level could not be created or served"
 	fi
 	if [[ $CSUM == 1 ]]; then
@@ -190,6 +205,14 @@ jobs=(
 	"rand-read-4K:--rw=randread --bs=4k --iodepth=32"
 	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
 )
+if [[ -n ${JOBS:-} ]]; then
+	keep=()
+	for job in "${jobs[@]}"; do
+		[[ " $JOBS " == *" ${job%%:*} "* ]] && keep+=("$job")
+	done
+	[[ ${#keep[@]} -gt 0 ]] || die "JOBS=\"$JOBS\" names none of the jobs (${jobs[*]%%:*})"
+	jobs=("${keep[@]}")
+fi
 
 if [[ ${FIO:-1} != 0 ]]; then
 echo "disks: $DISKS per array, each a loop device over $DISK_SIZE in $SHM, $BW MiB/s and $IOPS IOPS per direction; chunk $CHUNK; $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job" >&2
@@ -324,6 +347,8 @@ redundant_targets() {
 		[[ $tname == peer || $level == 0 ]] && continue
 		name=r$level
 		[[ $tname == *+csum ]] && name+=c
+		[[ $tname == *+ppl ]] && name+=-ppl
+		[[ $tname == *+bitmap ]] && name+=-bitmap
 		echo "$target $tname $name"
 	done
 }

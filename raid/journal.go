@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
@@ -369,19 +370,32 @@ type journal struct {
 	bufs sync.Pool
 
 	records, bytes, checkpoints atomic.Int64
-	replayed                    int64 // records replayed at assembly
+	logWrites                   atomic.Int64 // log writes (batches), every member's
+	replayed                    int64        // records replayed at assembly
+
+	// gatherMax bounds how long a batch's leader waits for the records
+	// planned for its log (see gather).
+	gatherMax time.Duration
 }
 
 // logQueue is one member's log: the records waiting to be written, and
 // whether a writer is writing a batch of them (the leader).
 type logQueue struct {
 	mu     sync.Mutex
-	cond   sync.Cond // L is &mu; signalled when a batch is done
+	cond   sync.Cond // L is &mu; signalled when a batch is done, and to a gathering leader
 	leader bool
-	tail   int64 // bytes of the log taken by the epoch's records
-	queue  []*pendingRec
-	batch  []*pendingRec // the leader's scratch
-	vec    [][]byte      // the leader's scratch
+	// planned counts the row writes that planned a record for this log
+	// (PlanRowLog) and have neither queued it nor given it up; gathering
+	// says the leader waits for them (gather).
+	planned   int
+	gathering bool
+	// lat is the time the log's durable writes take (a moving average):
+	// how long a leader waits at most for planned records (gather).
+	lat   time.Duration
+	tail  int64 // bytes of the log taken by the epoch's records
+	queue []*pendingRec
+	batch []*pendingRec // the leader's scratch
+	vec   [][]byte      // the leader's scratch
 }
 
 // pendingRec is one record queued for one member's log (an Op's
@@ -405,6 +419,8 @@ func newJournal(a *Array, meta *superblock.Meta) *journal {
 		a: a, off: int64(meta.LogOffset), cap: int64(meta.LogLength) - logHeaderSize, uuid: meta.ArrayUUID,
 		maxRec: maxPPL(a.geo.Chunk()),
 		rows:   map[int64]*rowEntry{},
+
+		gatherMax: defaultGather,
 	}
 	for m := range j.logs {
 		j.logs[m].cond.L = &j.logs[m].mu
@@ -474,6 +490,7 @@ func (op *Op) EndRow() {
 	if !op.inRow {
 		return
 	}
+	op.unplanLogs()
 	if op.journaled {
 		op.Run()
 		op.journaled = false
@@ -521,6 +538,7 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	if j == nil || !op.inRow {
 		return rl
 	}
+	op.unplanLogs()
 	geo := op.geo
 	rl.pm = geo.ParityMember(row)
 	if geo.Level() == stripe.RAID6 {
@@ -591,12 +609,45 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	if rl.Need {
 		if logP {
 			rl.P = op.Buf(hi - lo)
+			op.planLog(rl.pm)
 		}
 		if logQ {
 			rl.Q = op.Buf(hi - lo)
+			op.planLog(rl.qm)
 		}
 	}
 	return rl
+}
+
+// planLog counts the row's record as planned for member m's log, so that
+// a leader of that log waits for it (gather).
+func (op *Op) planLog(m int) {
+	q := &op.a.journal.logs[m]
+	q.mu.Lock()
+	q.planned++
+	q.mu.Unlock()
+	op.logPlan[op.nLogPlan] = m
+	op.nLogPlan++
+}
+
+// unplanLogs gives up the row's planned records that it has not queued:
+// the plan changed, the row failed, or it ended.
+func (op *Op) unplanLogs() {
+	for _, m := range op.logPlan[:op.nLogPlan] {
+		q := &op.a.journal.logs[m]
+		q.mu.Lock()
+		q.unplan()
+		q.mu.Unlock()
+	}
+	op.nLogPlan = 0
+}
+
+// unplan drops one planned record; q.mu is held.
+func (q *logQueue) unplan() {
+	q.planned--
+	if q.gathering {
+		q.cond.Broadcast()
+	}
 }
 
 // within reports whether [a, b) of data index i lies inside one of spans.
@@ -765,9 +816,11 @@ func (j *journal) syncMembers(op *Op) {
 // record queued there (up to maxBatch), reserves their space at the log's
 // tail, writes them with one (vectored) write and syncs the member once,
 // holding no lock meanwhile, so records queue up while it writes; then it
-// wakes the writers of the batch. A record is thus written only after
-// every record before it in its log (a scan stops at the first gap), and
-// no writer waits for another's log write except by sharing it.
+// wakes the writers of the batch. Before it takes the queue, the leader
+// waits a little for the records planned for the log (gather). A record
+// is thus written only after every record before it in its log (a scan
+// stops at the first gap), and no writer waits for another's log write
+// except by sharing it or by the leader's short wait.
 func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	if size > j.cap {
 		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds the log area (%d): JournalLength is wrong", size, j.cap))
@@ -778,8 +831,16 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 		q := &j.logs[m]
 		q.mu.Lock()
 		q.queue = append(q.queue, p)
+		if k := slices.Index(op.logPlan[:op.nLogPlan], m); k >= 0 {
+			q.unplan()
+			op.nLogPlan--
+			op.logPlan[k] = op.logPlan[op.nLogPlan]
+		} else if q.gathering {
+			q.cond.Broadcast()
+		}
 		q.mu.Unlock()
 	}
+	op.unplanLogs() // a log no longer written (its member failed meanwhile)
 	failed, full := false, false
 	for i, m := range lm {
 		p := &op.logPend[i]
@@ -815,11 +876,52 @@ func (j *journal) await(op *Op, m int, p *pendingRec) {
 			continue
 		}
 		q.leader = true
+		j.gather(q)
 		j.writeBatch(op, m, q)
 		q.leader = false
 		q.cond.Broadcast()
 	}
 	q.mu.Unlock()
+}
+
+// defaultGather caps how long a leader waits for the records planned for
+// its log (gather), whatever its writes take.
+const defaultGather = 10 * time.Millisecond
+
+// gather makes the leader of q's next batch wait for the records planned
+// for q (the row writes between PlanRowLog and LogRow whose record goes
+// to this log, reading what their partial parity needs), until none is
+// left, the batch is full, or as long as the log's durable writes take
+// (q.lat, at most j.gatherMax) has passed: they join its batch instead of
+// waiting for its write and then each costing a write of their own. It
+// returns at once when none is planned, so a lone writer does not wait,
+// and the wait is as short as a log write, so a fast member waits little.
+// It is called with q.mu held, and releases it while it waits.
+//
+// Every log write costs the member a durable write, whatever the records
+// in it: a write and a flush, two operations on a disk without FUA (and in
+// bench/disks.sh's I/O throttle, which charges a FUA write on a loop
+// device twice). Under random partial writes, the records of concurrent
+// writes whose parity is on the same member arrive one by one, spread
+// over their reads: without the wait, a log write carried about 1.2 of
+// them (bench/README.md).
+func (j *journal) gather(q *logQueue) {
+	wait := min(q.lat, j.gatherMax)
+	if q.planned <= 0 || wait <= 0 || len(q.queue) >= maxBatch {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	t := time.AfterFunc(wait, func() {
+		q.mu.Lock()
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	})
+	q.gathering = true
+	for q.planned > 0 && len(q.queue) < maxBatch && time.Now().Before(deadline) {
+		q.cond.Wait()
+	}
+	q.gathering = false
+	t.Stop()
 }
 
 // writeBatch writes and syncs the records queued on member m's log, the
@@ -846,14 +948,25 @@ func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 
 	var err error
 	kind := ioWrite
+	var took time.Duration
 	if size > 0 {
+		j.logWrites.Add(1)
+		start := time.Now()
 		kind, err = writeDurable(op.v.devs[m], vec, j.off+logHeaderSize+off, size)
+		took = time.Since(start)
 		if err != nil {
 			op.countError(m, false, kind)
 		}
 	}
 
 	q.mu.Lock()
+	if size > 0 && err == nil {
+		if q.lat == 0 {
+			q.lat = took
+		} else {
+			q.lat += (took - q.lat) / 8
+		}
+	}
 	if err != nil && kind == ioWrite {
 		q.tail -= size // nothing after it was reserved: the leader is alone
 	}

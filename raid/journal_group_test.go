@@ -78,3 +78,57 @@ func TestJournalGroupCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestJournalGatherPlanned: a batch's leader waits, up to the time a log
+// write takes, for the records already planned for its log. 10 writers'
+// partial writes, to rows of their own whose parity is on the same member,
+// plan their records at once; their reads finish 1.2 ms apart (a disk's
+// queue), and a log write takes 4 ms (its sync). Before, the records went
+// out as they came, each batch taking those that arrived during the
+// previous log write: 5 to 7 log writes; now a leader waits for the
+// records planned meanwhile, up to 4 ms, and they share 2 or 3 (at most 4).
+func TestJournalGatherPlanned(t *testing.T) {
+	const chunk, n, writers = 16 << 10, 4, 10
+	dataOff := dataOffsetOf(stripe.RAID5, n, chunk)
+	var delay atomic.Bool
+	var devs []raid.Device
+	for i := range n {
+		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 64)), membertest.InjectorFunc(func(op membertest.Op, off, _ int64) error {
+			switch {
+			case !delay.Load():
+			case op == membertest.OpRead && off >= dataOff:
+				// Row k*n (writer k) reads 1 ms + k*1.2 ms.
+				time.Sleep(time.Millisecond + time.Duration((off-dataOff)/chunk/n)*1200*time.Microsecond)
+			case op == membertest.OpSync:
+				time.Sleep(4 * time.Millisecond)
+			}
+			return nil
+		}))
+		devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: m})
+	}
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "gather", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	defer a.Close()
+	width := a.Geometry().StripeWidth()
+	delay.Store(true)
+	// One record first, so that the log knows how long its writes take.
+	_, err = a.WriteAt(make([]byte, 4096), int64(writers*n)*width)
+	require.NoError(t, err)
+	j0 := a.Status().Journal
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			p := make([]byte, 4096)
+			p[0] = byte(w + 1)
+			_, err := a.WriteAt(p, int64(w*n)*width)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	delay.Store(false)
+	j := a.Status().Journal
+	records, writes := j.Records-j0.Records, j.LogWrites-j0.LogWrites
+	require.Equal(t, int64(writers), records, "every partial write is recorded")
+	require.LessOrEqual(t, writes, int64(4), "log writes for %d records", records)
+	t.Logf("%d records, %d log writes", records, writes)
+}

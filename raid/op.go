@@ -206,6 +206,8 @@ type Op struct {
 	pplSpans         []pplSpan
 	recVec           [][]byte
 	logPend          [2]pendingRec // the record's places in its logs' queues
+	logPlan          [2]int        // the logs the row's record is planned for (logQueue.planned)
+	nLogPlan         int
 
 	// sums are the shared checksums of writes of the same buffers to
 	// several members (checksums.go); the first nSums are in use.

@@ -105,13 +105,17 @@ type StripeCacheStatus struct {
 // JournalStatus describes the write-hole log (consistency policy "ppl",
 // a partial parity log): the log area on each member, the row writes
 // recorded and the bytes that cost (on every log written: two per record
-// on RAID6), the checkpoints taken, and the records replayed at assembly.
+// on RAID6), the checkpoints taken, the records replayed at assembly, and
+// the log writes that carried the records.
 type JournalStatus struct {
 	AreaBytes    int64 `json:"area_bytes"`
 	Records      int64 `json:"records"`
 	BytesWritten int64 `json:"bytes_written"`
 	Checkpoints  int64 `json:"checkpoints"`
 	Replayed     int64 `json:"replayed"`
+	// LogWrites counts the durable log writes, every member's: records
+	// written together (group commit) share one.
+	LogWrites int64 `json:"log_writes"`
 }
 
 // ConsistencyPolicyOf names, in md's words, what keeps the redundancy of
@@ -248,7 +252,7 @@ func (a *Array) Status() Status {
 	}
 	st.ConsistencyPolicy = ConsistencyPolicyOf(meta)
 	if j := a.journal; j != nil {
-		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed}
+		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed, LogWrites: j.logWrites.Load()}
 	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}

@@ -87,18 +87,46 @@ func TestJournalGroupCommit(t *testing.T) {
 // out as they came, each batch taking those that arrived during the
 // previous log write: 5 to 7 log writes; now a leader waits for the
 // records planned meanwhile, up to 4 ms, and they share 2 or 3 (at most 4).
+// The writers' reads start together: each waits until every writer has
+// planned its record and begun reading (a slow start of a goroutine on a
+// loaded machine would otherwise look like a record that was never
+// planned), and then finishes at its own time after that common start.
 func TestJournalGatherPlanned(t *testing.T) {
 	const chunk, n, writers = 16 << 10, 4, 10
 	dataOff := dataOffsetOf(stripe.RAID5, n, chunk)
 	var delay atomic.Bool
+	var (
+		startMu sync.Mutex
+		reading = map[int64]bool{}
+		start   = make(chan struct{})
+	)
 	var devs []raid.Device
 	for i := range n {
 		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 64)), membertest.InjectorFunc(func(op membertest.Op, off, _ int64) error {
 			switch {
 			case !delay.Load():
 			case op == membertest.OpRead && off >= dataOff:
-				// Row k*n (writer k) reads 1 ms + k*1.2 ms.
-				time.Sleep(time.Millisecond + time.Duration((off-dataOff)/chunk/n)*1200*time.Microsecond)
+				// Row k*n (writer k) reads 1 ms + k*1.2 ms, once every
+				// writer has begun; the first write (k = writers) reads
+				// 1 ms alone.
+				k := (off - dataOff) / chunk / n
+				if k >= writers {
+					time.Sleep(time.Millisecond)
+					break
+				}
+				startMu.Lock()
+				if !reading[k] {
+					if reading[k] = true; len(reading) == writers {
+						close(start)
+					}
+				}
+				startMu.Unlock()
+				select {
+				case <-start:
+				case <-time.After(5 * time.Second):
+					return nil // the assertion below fails; never hang
+				}
+				time.Sleep(time.Millisecond + time.Duration(k)*1200*time.Microsecond)
 			case op == membertest.OpSync:
 				time.Sleep(4 * time.Millisecond)
 			}

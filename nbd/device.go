@@ -130,7 +130,7 @@ type InlineWriter interface {
 // request reader instead of being handed to a worker goroutine, as
 // InlineWriter does for WRITEs: the reader reads and answers it before it
 // reads the next request. A device should say true only for reads that are
-// CPU work which never waits for a device (a copy out of memory);
+// CPU work which never waits for a device (a small copy out of memory);
 // meanwhile the connection's later requests wait for it.
 type InlineReader interface {
 	ReadsInline(n int) bool

@@ -373,19 +373,14 @@ func (a *Array) WritesInline() bool {
 }
 
 // ReadsInline reports whether a read of n bytes may be served on the
-// goroutine that received it (the NBD server's request reader): every
-// member is held in memory, so the read is copies that never wait for a
-// device (Op.Run does such member reads on the request's goroutine too),
-// of any size. Small reads: a hand-off to a worker would cost more than
-// the copy (bench/nbd-ab.sh, random 4K reads). Large reads used to go to
-// the workers, whose member reads ran side by side on the I/O workers;
-// served one after another on the reader instead, into the payload buffer
-// the previous read just used (still in the CPU's cache), 1 MiB
-// sequential reads on 4 tmpfs members took 0.26-0.30 against 0.40-0.58
-// CPU s/GiB on RAID5 (1.18-1.44x the throughput) and 0.33-0.37 against
-// 0.44-0.52 on RAID0 in 5 of 6 rounds (bench/nbd-ab.sh, load 5-16).
+// goroutine that received it (the NBD server's request reader): n is at
+// most inlineReadMax and every member is held in memory, so the read is a
+// copy or two that never waits for a device (Op.Run does such member reads
+// on the request's goroutine anyway), and a hand-off to a worker would
+// cost more than the copy. Larger reads go to the workers, whose member
+// reads run side by side. bench/nbd-ab.sh measures it (random 4K reads).
 func (a *Array) ReadsInline(n int) bool {
-	return a.allInMemory()
+	return n <= inlineReadMax && a.allInMemory()
 }
 
 // allInMemory reports whether every member, and every replacement being

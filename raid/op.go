@@ -559,6 +559,11 @@ func (op *Op) Run() int {
 	return bad
 }
 
+// inlineReadMax is the largest read of a member held in memory that Run
+// does on the request's goroutine (a read-modify-write's old data and
+// parity); larger ones are copied by the workers in parallel.
+const inlineReadMax = 64 << 10
+
 // cheap reports whether r is memory work that never waits for a device
 // and is not worth a hand-off (see Run).
 func (r *ioReq) cheap() bool {
@@ -566,10 +571,7 @@ func (r *ioReq) cheap() bool {
 	case ioWrite:
 		return buffered(r.dev)
 	case ioRead:
-		// A read of a member held in memory, of any size: the hand-off
-		// to a worker, to copy in parallel, cost more CPU per byte than
-		// it saved (see Array.ReadsInline).
-		return inMemory(r.dev)
+		return r.vec == nil && r.n <= inlineReadMax && inMemory(r.dev)
 	}
 	return false
 }

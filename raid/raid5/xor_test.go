@@ -1,4 +1,4 @@
-package parity
+package raid5_test
 
 import (
 	"fmt"
@@ -7,13 +7,25 @@ import (
 
 	"github.com/klauspost/reedsolomon"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid/internal/parity"
 )
+
+// xorBlock is the kernel's step (parity.XOR computes the longest prefix of
+// its destination that is a multiple of it).
+const xorBlock = 128
+
+// haveXORKernel reports whether parity.XOR has a kernel here: without one
+// it computes nothing.
+var haveXORKernel = parity.XOR(make([]byte, xorBlock), [][]byte{make([]byte, xorBlock)}) == xorBlock
 
 // TestXORKernel: the one-pass XOR kernel (XOR, with the caller finishing
 // the tail) computes the same parity as the library's single-parity
 // encoder that RAID5 used alone before it, for 1 to 15 sources, lengths
 // around the kernel's block and sources that are not aligned in memory;
-// also with dst the first source itself (RAID5's delta updates).
+// also with dst the first source itself (RAID5's delta updates). It lives
+// here, not beside the kernel in raid/internal/parity, because only the
+// parity levels may import the library (TestImportGraph).
 func TestXORKernel(t *testing.T) {
 	if !haveXORKernel {
 		t.Skip("no XOR kernel on this CPU or platform")
@@ -44,14 +56,14 @@ func TestXORKernel(t *testing.T) {
 					require.NoError(t, enc.Encode(shards))
 				}
 				got := make([]byte, size)
-				n := XOR(got, src)
+				n := parity.XOR(got, src)
 				require.Equal(t, size&^(xorBlock-1), n)
 				xorTail(got, src, n)
 				require.Equal(t, want, got, "dst apart")
 
 				// In place: dst is src[0].
 				first := append([]byte(nil), src[0]...)
-				n = XOR(src[0], src)
+				n = parity.XOR(src[0], src)
 				xorTail(src[0], append([][]byte{first}, src[1:]...), n)
 				require.Equal(t, want, src[0], "dst is src[0]")
 			})
@@ -86,7 +98,7 @@ func BenchmarkXOR(b *testing.B) {
 		}
 		b.SetBytes(k * chunk)
 		for b.Loop() {
-			XOR(dst, src)
+			parity.XOR(dst, src)
 		}
 	})
 	b.Run("library", func(b *testing.B) {

@@ -480,6 +480,19 @@ func (c *opCounter) Sync() error {
 	return c.Memory.Sync()
 }
 
+// countedMembers makes n memory members, each counted by an opCounter,
+// sized for rows rows of chunk on a level-lv array of n members.
+func countedMembers(lv stripe.Level, n int, chunk, rows int64) ([]raid.Device, []*opCounter) {
+	var devs []raid.Device
+	var ctrs []*opCounter
+	for i := 0; i < n; i++ {
+		c := &opCounter{Memory: member.NewMemory(dataOffsetOf(lv, n, chunk) + 64<<10 + chunk*rows)}
+		ctrs = append(ctrs, c)
+		devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
+	}
+	return devs, ctrs
+}
+
 // TestChecksumsAddNoMemberRequests: in steady state (every block written,
 // the checksum pages cached) a random 4 KiB write costs the members the
 // same requests with checksums as without: the same reads, writes and
@@ -500,13 +513,7 @@ func TestChecksumsAddNoMemberRequests(t *testing.T) {
 			// counts[csum][member] = {reads, writes, syncs}
 			var counts [2][][3]int64
 			for ci, csum := range []bool{false, true} {
-				var devs []raid.Device
-				var ctrs []*opCounter
-				for i := 0; i < lv.members; i++ {
-					c := &opCounter{Memory: member.NewMemory(dataOffsetOf(lv.level, lv.members, chunk) + 64<<10 + chunk*rows)}
-					ctrs = append(ctrs, c)
-					devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
-				}
+				devs, ctrs := countedMembers(lv.level, lv.members, chunk, rows)
 				a, err := raid.Create(devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: csum}, raid.Options{CleanDelay: -1, KeepZeroes: true})
 				require.NoError(t, err)
 				if lv.level != stripe.RAID1 {

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
@@ -30,13 +29,7 @@ func TestParityReadOneRequestPerRun(t *testing.T) {
 		members int
 	}{{stripe.RAID5, 4}, {stripe.RAID6, 4}, {stripe.RAID6, 5}} {
 		t.Run(fmt.Sprintf("%s/members=%d", lv.level, lv.members), func(t *testing.T) {
-			var devs []raid.Device
-			var ctrs []*opCounter
-			for i := 0; i < lv.members; i++ {
-				c := &opCounter{Memory: member.NewMemory(dataOffsetOf(lv.level, lv.members, chunk) + 64<<10 + chunk*rows)}
-				ctrs = append(ctrs, c)
-				devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
-			}
+			devs, ctrs := countedMembers(lv.level, lv.members, chunk, rows)
 			a := createArray(t, devs, raid.CreateOptions{Name: "rm", Level: lv.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
 			g := a.Geometry()
 			dk := int64(g.DataMembers())

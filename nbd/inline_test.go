@@ -15,15 +15,20 @@ import (
 // WriteAtFUA calls ran at once.
 type inlineDev struct {
 	*memDev
-	inline        atomic.Bool
-	running, most atomic.Int64
+	inline atomic.Bool
+	overlap
 }
 
 func (d *inlineDev) WritesInline() bool { return d.inline.Load() }
 
-func (d *inlineDev) enter() {
-	n := d.running.Add(1)
-	for m := d.most.Load(); n > m && !d.most.CompareAndSwap(m, n); m = d.most.Load() {
+// overlap records how many calls of a test device ran at once (most).
+type overlap struct{ running, most atomic.Int64 }
+
+// enter counts a call in and holds it for 2 ms, so that calls that may run
+// side by side do; the call's defer counts it out (running.Add(-1)).
+func (o *overlap) enter() {
+	n := o.running.Add(1)
+	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
 	}
 	time.Sleep(2 * time.Millisecond)
 }
@@ -111,17 +116,14 @@ func TestHoldPerConnection(t *testing.T) {
 // ReadAt calls ran at once.
 type inlineReadDev struct {
 	*memDev
-	max           int
-	running, most atomic.Int64
+	max int
+	overlap
 }
 
 func (d *inlineReadDev) ReadsInline(n int) bool { return n <= d.max }
 
 func (d *inlineReadDev) ReadAt(p []byte, off int64) (int, error) {
-	n := d.running.Add(1)
-	for m := d.most.Load(); n > m && !d.most.CompareAndSwap(m, n); m = d.most.Load() {
-	}
-	time.Sleep(2 * time.Millisecond)
+	d.enter()
 	defer d.running.Add(-1)
 	return d.memDev.ReadAt(p, off)
 }

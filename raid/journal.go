@@ -391,7 +391,10 @@ type logQueue struct {
 	gathering bool
 	// lat is the time the log's durable writes take (a moving average):
 	// how long a leader waits at most for planned records (gather).
-	lat   time.Duration
+	lat time.Duration
+	// wake ends a gathering leader's wait (made by the first gather,
+	// reset by each later one, so that a wait allocates nothing).
+	wake  *time.Timer
 	tail  int64 // bytes of the log taken by the epoch's records
 	queue []*pendingRec
 	batch []*pendingRec // the leader's scratch
@@ -911,17 +914,21 @@ func (j *journal) gather(q *logQueue) {
 		return
 	}
 	deadline := time.Now().Add(wait)
-	t := time.AfterFunc(wait, func() {
-		q.mu.Lock()
-		q.cond.Broadcast()
-		q.mu.Unlock()
-	})
+	if q.wake == nil {
+		q.wake = time.AfterFunc(wait, func() {
+			q.mu.Lock()
+			q.cond.Broadcast()
+			q.mu.Unlock()
+		})
+	} else {
+		q.wake.Reset(wait)
+	}
 	q.gathering = true
 	for q.planned > 0 && len(q.queue) < maxBatch && time.Now().Before(deadline) {
 		q.cond.Wait()
 	}
 	q.gathering = false
-	t.Stop()
+	q.wake.Stop()
 }
 
 // writeBatch writes and syncs the records queued on member m's log, the

@@ -218,6 +218,12 @@ func (m *File) pread(p []byte, off int64) (int, error) {
 	if testHookIO != nil {
 		testHookIO(m, false, off, len(p))
 	}
+	if m.mapped.data != nil {
+		one := [1][]byte{p}
+		if n, ok := m.readMapped(one[:], off, int64(len(p))); ok {
+			return n, nil
+		}
+	}
 	return m.f.ReadAt(p, off)
 }
 
@@ -226,6 +232,17 @@ func (m *File) pread(p []byte, off int64) (int, error) {
 func (m *File) pwrite(p []byte, off int64) (int, error) {
 	if testHookIO != nil {
 		testHookIO(m, true, off, len(p))
+	}
+	if m.mapped.data != nil {
+		one := [1][]byte{p}
+		n, ok := m.writeMapped(one[:], off, int64(len(p)))
+		if !ok {
+			n, err := m.f.WriteAt(p, off)
+			m.wrote(off, int64(n))
+			return n, err
+		}
+		m.wrote(off, int64(n))
+		return n, nil
 	}
 	return m.f.WriteAt(p, off)
 }

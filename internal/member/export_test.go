@@ -56,3 +56,19 @@ func SetSyncHook(fn func(m *File)) (restore func()) {
 	testHookSync = fn
 	return func() { testHookSync = nil }
 }
+
+// SetMappedHook installs fn as the hook every copy through a member's
+// mapping runs first (see mapped.go), and returns a function that removes
+// it. fn must be safe for concurrent use.
+func SetMappedHook(fn func(m *File, write bool)) (restore func()) {
+	testHookMapped = fn
+	return func() { testHookMapped = nil }
+}
+
+// Mapped reports whether the member's file is mapped for its reads and
+// writes.
+func Mapped(m *File) bool {
+	m.mapped.mu.RLock()
+	defer m.mapped.mu.RUnlock()
+	return m.mapped.mem != nil
+}

@@ -72,6 +72,9 @@ type File struct {
 	// tail is the mapping of the last page that checks the size after a
 	// write without a system call (tail.go).
 	tail tailProbe
+	// mapped is the mapping of a file held in memory, whose reads and
+	// writes are copies (mapped.go).
+	mapped mapping
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -124,6 +127,7 @@ func Open(path string, opts Options) (*File, error) {
 	}
 	m.initTail()
 	m.inMemory = !m.block && !m.direct && onMemoryFS(m.rc)
+	m.initMapping()
 	return m, nil
 }
 
@@ -528,6 +532,7 @@ func (m *File) Discard(off, n int64) error {
 		return err
 	}
 	m.dropTailFor(off, n)
+	m.clearPages(off, n)
 	if !m.block {
 		return m.fallocate("discard", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -553,6 +558,7 @@ func (m *File) Trim(off, n int64) error {
 		return err
 	}
 	m.dropTailFor(off, n)
+	m.clearPages(off, n)
 	if !m.block {
 		return m.fallocate("trim", unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -576,6 +582,7 @@ func (m *File) ZeroRange(off, n int64) error {
 		return err
 	}
 	m.dropTailFor(off, n)
+	m.clearPages(off, n)
 	if !m.block {
 		return m.fallocate("zero range", unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	}
@@ -593,6 +600,7 @@ func (m *File) Close() error {
 		return m.closedErr("close")
 	}
 	m.unmapTail(true)
+	m.unmap()
 	return m.f.Close()
 }
 

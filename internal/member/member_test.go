@@ -93,6 +93,15 @@ func TestConformance(t *testing.T) {
 			return openFile(t, tempMember(t, size), member.Options{})
 		})
 	})
+	t.Run("file/tmpfs", func(t *testing.T) { // mapped: reads and writes are copies
+		membertest.TestMember(t, func(t *testing.T, size int64) raid.Member {
+			f := openFile(t, shmMember(t, size), member.Options{})
+			if size > 4096 {
+				require.True(t, member.Mapped(f))
+			}
+			return f
+		})
+	})
 	t.Run("file/direct", func(t *testing.T) {
 		if !directSupported(t, tempMember(t, 4096)) {
 			t.Skipf("O_DIRECT not supported on the file system of %s", t.TempDir())
@@ -349,14 +358,16 @@ func TestDirectFlag(t *testing.T) {
 	assert.Equal(t, int64(1<<20), f.Size())
 }
 
+// isTmpfs reports whether dir is on a tmpfs.
+func isTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
+}
+
 // TestInMemory: a file on tmpfs opened without O_DIRECT is in memory; one
 // on a disk file system, or opened with O_DIRECT, is not.
 func TestInMemory(t *testing.T) {
 	assert.True(t, member.NewMemory(4096).InMemory())
-	isTmpfs := func(dir string) bool {
-		var st unix.Statfs_t
-		return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
-	}
 	if isTmpfs("/dev/shm") {
 		dir, err := os.MkdirTemp("/dev/shm", "member-test")
 		require.NoError(t, err)
@@ -613,9 +624,24 @@ func TestVectoredAllocs(t *testing.T) {
 // the new end inside Size must fail with ErrShrunk (an unexpected EOF, not
 // io.EOF), and no write may extend the file again: that would leave holes
 // that read back as zeroes without any error.
+//
+// It runs on the test's temporary directory and on tmpfs, where reads and
+// writes are copies through a mapping and a truncated range faults.
 func TestShrunk(t *testing.T) {
+	for name, dir := range tailDirs(t) {
+		t.Run(name, func(t *testing.T) { testShrunk(t, dir) })
+	}
+}
+
+func testShrunk(t *testing.T, dir string) {
 	const size, cut = 1 << 20, 256 << 10
 	data := bytes.Repeat([]byte{0x5a}, 64<<10)
+	tempMember := func(t *testing.T, size int64) string {
+		path := filepath.Join(dir, fmt.Sprintf("%s.img", strings.ReplaceAll(t.Name(), "/", "_")))
+		require.NoError(t, member.CreateSparse(path, size))
+		t.Cleanup(func() { _ = os.Remove(path) })
+		return path
+	}
 	open := func(t *testing.T) (*member.File, string) {
 		path := tempMember(t, size)
 		f := openFile(t, path, member.Options{})

@@ -1,0 +1,253 @@
+package member
+
+import (
+	"errors"
+	"math/bits"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reads and writes of a file held in memory (tmpfs, ramfs) as memory copies.
+//
+// A member on tmpfs is page cache and nothing else, yet every pread or
+// pwrite of it costs a system call, a page-cache lookup and a lock per
+// page: on this project's 2-core VMs a 4 KiB pwrite to tmpfs took 2.9 µs
+// against 0.46 µs for a copy into a shared mapping of the same file, a
+// 1 MiB pwrite 107 against 34 µs and a 1 MiB pread 222 against 57 µs. A
+// RAID5 random 4 KiB write makes four such calls to members, so a File in
+// memory keeps a shared mapping of the whole file and serves its reads and
+// writes with copies. The mapping and the system calls see the same pages,
+// so the two can be mixed freely (the superblock code, fallocate, lseek).
+//
+// Three things keep the mapping as safe as the system calls:
+//
+//   - Holes. A load from a hole of a tmpfs file allocates a page (a read
+//     through pread does not), which would turn every hole the engine reads
+//     (never-written rows, trimmed or zero-elided ranges: what rebuild,
+//     scrub and checksums skip) into data and memory. So reads use the
+//     mapping only where every page is known to hold data: a bitmap with a
+//     bit per page, set by SEEK_DATA at Open and by every write, cleared
+//     before Discard, Trim and ZeroRange (of every page they touch, even
+//     partly). Other reads take pread, as before. Writes may use the
+//     mapping anywhere: pwrite allocates the pages it writes too.
+//   - Shrinking. Pages beyond end-of-file raise SIGBUS, which
+//     debug.SetPanicOnFault turns into a panic that the copy recovers; the
+//     request is then served by the system call, which meets end-of-file
+//     (a read) or is followed by the size check (a write) and reports
+//     ErrShrunk as before. The last page, where a shrink of less than a
+//     page would read zeroes instead of faulting, is never served by the
+//     mapping. A write fault on a full tmpfs (no page to allocate) is
+//     served the same way, and the pwrite reports ENOSPC.
+//   - Close. A copy holds the mapping's read lock; Close unmaps under the
+//     write lock, so no copy can touch an address after munmap (where the
+//     Go heap might map something else).
+//
+// The mapped pages of a member count in raidd's resident set (RssShmem in
+// /proc/PID/status) once touched. They are the member's tmpfs pages, which
+// exist whether raidd maps them or not: the mapping costs page tables, not
+// memory.
+
+// mapping is a File's shared mapping of a file held in memory.
+type mapping struct {
+	mu  sync.RWMutex // RLock: a copy runs; Lock: Close unmaps
+	mem []byte       // nil: not mapped (not in memory, or closed)
+	// end is the end of what copies may serve: the start of the file's last
+	// page (see the shrink rule above).
+	end int64
+	// data has one bit per page: set, the page is known to hold data (not a
+	// hole), so a load from it allocates nothing.
+	data []atomic.Uint64
+}
+
+// pageShift is log2 of the page size.
+var pageShift = uint(bits.TrailingZeros(uint(os.Getpagesize())))
+
+// maxLearnSeeks bounds the lseek calls Open spends finding the file's data:
+// past it, the rest of the file counts as holes until it is written.
+const maxLearnSeeks = 1 << 16
+
+// initMapping maps a file held in memory and learns where its data is.
+// A failing mmap leaves the File on system calls.
+func (m *File) initMapping() {
+	page := int64(1) << pageShift
+	end := (m.size - 1) &^ (page - 1)
+	if !m.inMemory || end <= 0 || int64(int(m.size)) != m.size {
+		return
+	}
+	prot := unix.PROT_READ | unix.PROT_WRITE
+	if m.readOnly {
+		prot = unix.PROT_READ
+	}
+	var mem []byte
+	err := m.control(func(fd int) error {
+		var err error
+		mem, err = unix.Mmap(fd, 0, int(m.size), prot, unix.MAP_SHARED)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	m.mapped.mem = mem
+	m.mapped.end = end
+	m.mapped.data = make([]atomic.Uint64, (m.size>>pageShift)/64+1)
+	m.learnData()
+}
+
+// learnData sets the bits of the pages SEEK_DATA and SEEK_HOLE find data
+// in, within maxLearnSeeks calls.
+func (m *File) learnData() {
+	off := int64(0)
+	for seeks := 0; off < m.size && seeks < maxLearnSeeks; seeks += 2 {
+		var data, hole int64
+		err := m.control(func(fd int) error {
+			var err error
+			if data, err = unix.Seek(fd, off, unix.SEEK_DATA); err != nil {
+				return err
+			}
+			hole, err = unix.Seek(fd, data, unix.SEEK_HOLE)
+			return err
+		})
+		if err != nil { // ENXIO: no data after off; anything else: stop learning
+			return
+		}
+		// Only the pages wholly inside [data, hole) hold data.
+		page := int64(1) << pageShift
+		first := (data + page - 1) >> pageShift
+		last := hole >> pageShift // exclusive
+		m.markPages(first, last)
+		off = hole
+	}
+}
+
+// markPages sets the data bits of pages [first, last).
+func (m *File) markPages(first, last int64) {
+	d := m.mapped.data
+	for p := first; p < last; {
+		w, b := p/64, uint(p%64)
+		n := min(int64(64-b), last-p)
+		mask := ^uint64(0) >> (64 - uint(n)) << b
+		d[w].Or(mask)
+		p += n
+	}
+}
+
+// clearPages clears the data bits of every page [off, off+n) touches.
+func (m *File) clearPages(off, n int64) {
+	if m.mapped.data == nil || n <= 0 {
+		return
+	}
+	first, last := off>>pageShift, (off+n-1)>>pageShift+1
+	last = min(last, int64(len(m.mapped.data))*64)
+	d := m.mapped.data
+	for p := first; p < last; {
+		w, b := p/64, uint(p%64)
+		k := min(int64(64-b), last-p)
+		mask := ^uint64(0) >> (64 - uint(k)) << b
+		d[w].And(^mask)
+		p += k
+	}
+}
+
+// wrote records that [off, off+n) was written: every page it touches now
+// holds data (a partial write allocates the whole page).
+func (m *File) wrote(off, n int64) {
+	if m.mapped.data == nil || n <= 0 {
+		return
+	}
+	m.markPages(off>>pageShift, min((off+n-1)>>pageShift+1, int64(len(m.mapped.data))*64))
+}
+
+// allData reports whether every page of [off, off+n) is known to hold data.
+func (m *File) allData(off, n int64) bool {
+	d := m.mapped.data
+	for p, last := off>>pageShift, (off+n-1)>>pageShift+1; p < last; {
+		w, b := p/64, uint(p%64)
+		k := min(int64(64-b), last-p)
+		mask := ^uint64(0) >> (64 - uint(k)) << b
+		if d[w].Load()&mask != mask {
+			return false
+		}
+		p += k
+	}
+	return true
+}
+
+// mappable reports whether [off, off+n) may be copied through the mapping
+// (without the lock: Close may still unmap before the copy, which copyMapped
+// checks under it).
+func (m *File) mappable(off, n int64) bool {
+	return m.mapped.data != nil && n > 0 && off >= 0 && off+n <= m.mapped.end
+}
+
+// testHookMapped, when set by a test, runs before every copy through the
+// mapping.
+var testHookMapped func(m *File, write bool)
+
+// errFault is what copyMapped reports when the copy faulted or the mapping
+// is gone; the caller then makes the system call, which reports the cause.
+var errFault = errors.New("member: mapped copy faulted")
+
+// copyMapped copies between bufs and the mapping at off, into the mapping
+// when write is set. The caller has checked mappable (and, for a read,
+// allData) for the whole run.
+func (m *File) copyMapped(bufs [][]byte, off int64, write bool) (n int, err error) {
+	m.mapped.mu.RLock()
+	defer m.mapped.mu.RUnlock()
+	mem := m.mapped.mem
+	if mem == nil {
+		return 0, errFault
+	}
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if recover() != nil {
+			n, err = 0, errFault
+		}
+	}()
+	if testHookMapped != nil {
+		testHookMapped(m, write)
+	}
+	pos := off
+	for _, b := range bufs {
+		if write {
+			copy(mem[pos:], b)
+		} else {
+			copy(b, mem[pos:pos+int64(len(b))])
+		}
+		pos += int64(len(b))
+	}
+	return int(pos - off), nil
+}
+
+// unmap drops the mapping (Close): it waits for the copies in flight.
+func (m *File) unmap() {
+	m.mapped.mu.Lock()
+	defer m.mapped.mu.Unlock()
+	if m.mapped.mem != nil {
+		_ = unix.Munmap(m.mapped.mem)
+		m.mapped.mem = nil
+	}
+}
+
+// readMapped serves a read of bufs at off with a copy when it can: ok
+// reports that it did (n is then the total).
+func (m *File) readMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
+	if !m.mappable(off, want) || !m.allData(off, want) {
+		return 0, false
+	}
+	n, err := m.copyMapped(bufs, off, false)
+	return n, err == nil
+}
+
+// writeMapped serves a write of bufs at off with a copy when it can.
+func (m *File) writeMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
+	if m.readOnly || !m.mappable(off, want) {
+		return 0, false
+	}
+	n, err := m.copyMapped(bufs, off, true)
+	return n, err == nil
+}

@@ -1,0 +1,161 @@
+package member_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member"
+)
+
+// shmMember creates a sparse file of size bytes on tmpfs (/dev/shm), or
+// skips the test where there is none.
+func shmMember(t *testing.T, size int64) string {
+	t.Helper()
+	if !isTmpfs("/dev/shm") {
+		t.Skip("/dev/shm is not a tmpfs: skipping the tests of mapped members")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "member-mapped")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "member.img")
+	require.NoError(t, member.CreateSparse(path, size))
+	return path
+}
+
+// TestMappedMember: a member on tmpfs reads and writes its data through a
+// shared mapping (copies, no system calls), and reading a hole through it
+// never allocates the hole: pages are read through the mapping only once
+// they are known to hold data (written, or data at Open), and a discarded
+// page is a hole again.
+func TestMappedMember(t *testing.T) {
+	const size = 1 << 20
+	path := shmMember(t, size)
+	f := openFile(t, path, member.Options{})
+	require.True(t, member.Mapped(f), "a tmpfs member is mapped")
+	var reads, writes atomic.Int64
+	defer member.SetMappedHook(func(_ *member.File, write bool) {
+		if write {
+			writes.Add(1)
+		} else {
+			reads.Add(1)
+		}
+	})()
+	data := bytes.Repeat([]byte{0x5c}, 64<<10)
+	_, err := f.WriteAt(data, 128<<10)
+	require.NoError(t, err)
+	_, err = f.WritevAt([][]byte{data[:4096], data[:4096]}, 512<<10)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, writes.Load(), "writes go through the mapping")
+	assert.EqualValues(t, 64<<10+8<<10, allocated(t, path))
+
+	// Reading everything, holes included, allocates nothing more; the
+	// written pages come back through the mapping.
+	want := make([]byte, size)
+	copy(want[128<<10:], data)
+	copy(want[512<<10:], data[:8192])
+	got := make([]byte, size-4096) // the last page is never mapped
+	_, err = f.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want[:len(got)], got))
+	got2 := [][]byte{make([]byte, 32<<10), make([]byte, 32<<10)}
+	_, err = f.ReadvAt(got2, 128<<10)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(data, append(got2[0], got2[1]...)))
+	one := make([]byte, 4096)
+	_, err = f.ReadAt(one, 512<<10+4096)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, reads.Load(), "reads of written pages go through the mapping, reads of holes do not")
+	assert.EqualValues(t, 64<<10+8<<10, allocated(t, path), "a read allocated a hole")
+
+	// A discarded page is a hole again, and reading it keeps it one.
+	require.NoError(t, f.Discard(128<<10, 64<<10))
+	_, err = f.ReadAt(got, 0)
+	require.NoError(t, err)
+	copy(want[128<<10:], make([]byte, 64<<10))
+	assert.True(t, bytes.Equal(want[:len(got)], got))
+	assert.EqualValues(t, 8<<10, allocated(t, path), "a read allocated a discarded range")
+	// A partial discard punches nothing, but the page no longer counts as
+	// known data: it is read with a system call.
+	r0 := reads.Load()
+	require.NoError(t, f.Discard(512<<10, 512))
+	_, err = f.ReadAt(one, 512<<10)
+	require.NoError(t, err)
+	assert.Equal(t, r0, reads.Load())
+	assert.True(t, bytes.Equal(append(make([]byte, 512), data[:4096-512]...), one))
+	copy(want[512<<10:], make([]byte, 512))
+
+	// Data present at Open is found with SEEK_DATA and read through the
+	// mapping; the holes stay holes.
+	require.NoError(t, f.Close())
+	g := openFile(t, path, member.Options{ReadOnly: true})
+	require.True(t, member.Mapped(g))
+	r0 = reads.Load()
+	_, err = g.ReadAt(one, 512<<10+4096)
+	require.NoError(t, err)
+	assert.Equal(t, r0+1, reads.Load())
+	_, err = g.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want[:len(got)], got))
+	assert.EqualValues(t, 8<<10, allocated(t, path))
+}
+
+// TestMappedNotOnDisk: members on other file systems, and direct or block
+// members, use system calls only.
+func TestMappedNotOnDisk(t *testing.T) {
+	path := tempMember(t, 1<<20)
+	if isTmpfs(filepath.Dir(path)) {
+		t.Skip("the temporary directory is on tmpfs")
+	}
+	assert.False(t, member.Mapped(openFile(t, path, member.Options{})))
+	if directSupported(t, path) {
+		assert.False(t, member.Mapped(openFile(t, path, member.Options{Direct: true})))
+	}
+}
+
+// TestMappedCloseRace closes a mapped member while readers and writers
+// copy through its mapping: each call either completes or fails with
+// os.ErrClosed, and none touches the mapping after it is gone (which would
+// crash the process, or under the race detector report a race).
+func TestMappedCloseRace(t *testing.T) {
+	const size = 4 << 20
+	for round := 0; round < 20; round++ {
+		path := shmMember(t, size)
+		f, err := member.Open(path, member.Options{})
+		require.NoError(t, err)
+		_, err = f.WriteAt(make([]byte, size-4096), 0)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := bytes.Repeat([]byte{byte(w)}, 64<<10)
+				for i := 0; ; i++ {
+					off := int64(i%32) * int64(len(buf))
+					var err error
+					if w%2 == 0 {
+						_, err = f.WriteAt(buf, off)
+					} else {
+						_, err = f.ReadAt(buf, off)
+					}
+					if err != nil {
+						if !errors.Is(err, os.ErrClosed) {
+							t.Errorf("call racing Close: %v, want os.ErrClosed", err)
+						}
+						return
+					}
+				}
+			}()
+		}
+		require.NoError(t, f.Close())
+		wg.Wait()
+	}
+}

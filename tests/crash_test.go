@@ -18,10 +18,22 @@ func TestCrashDuringWrites(t *testing.T) {
 	requireBinary(t)
 	requireTool(t, "nbdcopy")
 	requireFioNBD(t)
-	for _, lc := range []levelCase{{"0", 2}, {"1", 2}, {"5", 4}, {"10", 4}} {
-		t.Run(lc.String(), func(t *testing.T) {
+	type crashCase struct {
+		levelCase
+		tmpfs bool // members on tmpfs: written through a mapping
+	}
+	for _, lc := range []crashCase{{levelCase{"0", 2}, false}, {levelCase{"1", 2}, false}, {levelCase{"5", 4}, false}, {levelCase{"10", 4}, false}, {levelCase{"5", 4}, true}} {
+		name := lc.String()
+		if lc.tmpfs {
+			name += "/tmpfs"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			arr := createArray(t, lc.level, lc.members, testChunk)
+			dir := t.TempDir()
+			if lc.tmpfs {
+				dir = tmpfsDir(t)
+			}
+			arr := createArrayIn(t, dir, lc.level, lc.members, testChunk)
 			srv := serve(t, arr.members...)
 			uri := srv.uri(arr.name)
 			src, want := writeRandomFile(t, t.TempDir(), 16<<20, 700)

@@ -38,6 +38,21 @@
 //     with a call defers close(2) until the call returns, so the number can
 //     never be reused by another file underneath a call in flight.
 //
+// # Members held in memory
+//
+// A regular file on tmpfs or ramfs (File.InMemory) is read and written
+// through a shared mapping of the whole file: each read or write is a
+// memory copy instead of a pread or pwrite (2.9 against 0.46 µs for 4 KiB,
+// 222 against 57 µs for a 1 MiB read on this project's VMs), and the
+// mapping shares its pages with the system calls, so both may be mixed.
+// Reads use the mapping only for pages known to hold data (a bit per page,
+// set by SEEK_DATA at Open and by writes, cleared by Discard, Trim and
+// ZeroRange), because a load from a tmpfs hole allocates it; the last page
+// and anything that faults (a shrunk file, a full tmpfs) take the system
+// call, which reports the error as before. See mapped.go. The mapped pages
+// count in raidd's resident set once touched, although they are the tmpfs
+// files' own pages.
+//
 // # Discard, Trim and ZeroRange on block devices
 //
 // Discard must guarantee zeroes, so on a block device it uses

@@ -159,3 +159,22 @@ func TestMappedCloseRace(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestMappedAllocs: a copy through the mapping allocates nothing.
+func TestMappedAllocs(t *testing.T) {
+	f := openFile(t, shmMember(t, 1<<20), member.Options{})
+	p := make([]byte, 4096)
+	bufs := [][]byte{p, p}
+	_, err := f.WriteAt(make([]byte, 64<<10), 0)
+	require.NoError(t, err)
+	var copies atomic.Int64
+	defer member.SetMappedHook(func(*member.File, bool) { copies.Add(1) })()
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = f.ReadAt(p, 4096)
+		_, _ = f.WriteAt(p, 8192)
+		_, _ = f.ReadvAt(bufs, 0)
+		_, _ = f.WritevAt(bufs, 16384)
+	})
+	assert.Zero(t, allocs)
+	assert.EqualValues(t, 4*101, copies.Load(), "every call was a copy")
+}

@@ -131,6 +131,16 @@ devstat() {
 	done
 	echo "$r $w $f"
 }
+# devstat_each DEVS...: the reads, writes and flushes each block device
+# completed, one "r w f" triple per device on one line.
+devstat_each() {
+	local d s out=()
+	for d in "$@"; do
+		read -ra s <"/sys/block/${d#/dev/}/stat"
+		out+=("${s[0]} ${s[4]} ${s[15]:-0}")
+	done
+	echo "${out[*]}"
+}
 # start_raidd LEVEL [+csum] [POLICY]: create an array of DISKS fresh disks
 # (with --checksums when the second argument is given, with
 # --consistency-policy POLICY, named in the target, when the third is) and
@@ -229,11 +239,15 @@ for ((round = 1; round <= ROUNDS; round++)); do
 			# shellcheck disable=SC2086
 			before="$(devstat ${tdevs[$tname]}) $(date +%s.%N)"
 			# shellcheck disable=SC2086
+			each="$(devstat_each ${tdevs[$tname]})"
+			# shellcheck disable=SC2086
 			fio --name="$jname" --ioengine=nbd --uri="$turi" $jargs --numjobs=1 \
 				--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
 				--output-format=json --output="$work/$jname.$tname.$round.json" >/dev/null
 			# shellcheck disable=SC2086
 			echo "$before $(devstat ${tdevs[$tname]}) $(date +%s.%N)" >"$work/$jname.$tname.$round.dev"
+			# shellcheck disable=SC2086
+			printf '%s\n%s\n' "$each" "$(devstat_each ${tdevs[$tname]})" >"$work/$jname.$tname.$round.disks"
 		done
 	done
 done
@@ -320,11 +334,43 @@ def per_op(job, target):
         vals.append(((r1 - r0) / ops, (w1 - w0) / ops, (f1 - f0) / ops) if ops else (0, 0, 0))
     return tuple(statistics.median(x[i] for x in vals) for i in range(3))
 
+# The busiest disk: the one that completed the most requests (reads,
+# writes and flushes) in the job, its requests per client operation, and
+# every disk's request count; from the round with the median number of
+# client operations. A disk that runs out of operations before the others
+# caps the array (a RAID6x4 member that pays 3 reads where the others pay
+# 2), which the summed count hides.
+def disks(job, target):
+    rows = []
+    for r in range(1, rounds + 1):
+        with open(f"{work}/{job}.{target}.{r}.disks") as f:
+            b, a = [list(map(int, line.split())) for line in f.read().splitlines()[:2]]
+        with open(f"{work}/{job}.{target}.{r}.dev") as f:
+            t0, t1 = [float(x) for x in f.read().split()][3::4]
+        with open(f"{work}/{job}.{target}.{r}.json") as f:
+            text = f.read()
+        j = json.loads(text[text.index("{"):])["jobs"][0]
+        ops = (j["write"] if "write" in job else j["read"])["iops"] * (t1 - t0)
+        d = [a[i] - b[i] for i in range(len(a))]
+        each = [sum(d[i:i + 3]) for i in range(0, len(d), 3)]
+        top = max(range(len(each)), key=lambda i: each[i])
+        rows.append((ops, tuple(x / ops if ops else 0 for x in d[3 * top:3 * top + 3]), top, each))
+    rows.sort(key=lambda x: x[0])
+    return rows[len(rows) // 2][1:]
+
 print()
-print(f"{'disk requests per client operation (reads / writes / flushes)':<12}")
+print(f"{'disk requests per client operation (reads / writes / flushes): all disks, and the busiest disk':<12}")
 print(f"{'target':<12}" + "".join(f"{j:>{cell}}" for j in jobs))
 for name, level in targets:
     print(f"{name:<12}" + "".join(f"{'%.2f / %.2f / %.2f' % per_op(job, name):>{cell}}" for job in jobs))
+    if level != "peer":
+        print(f"{'  busiest':<12}" + "".join(f"{'d%d: %.2f / %.2f / %.2f' % ((disks(job, name)[1],) + disks(job, name)[0]):>{cell}}" for job in jobs))
+print()
+print("requests each disk completed in the job (median round by client operations):")
+for name, level in targets:
+    for job in jobs:
+        if level != "peer":
+            print(f"  {name:<12}{job:<16}" + " ".join(str(x) for x in disks(job, name)[2]))
 EOF
 fi
 

@@ -461,12 +461,17 @@ func (op *Op) Run() int {
 	// Hand all but the last unmerged request to the workers; do that one
 	// here. When enough requests already run at once to keep every core
 	// busy, fanning out only adds hand-offs: then do them all here, and let
-	// the concurrency come from the requests themselves.
+	// the concurrency come from the requests themselves. Not when the
+	// batch reads a member that waits for its device (O_DIRECT): one after
+	// another, a request's reads would wait for the disks in turn, and its
+	// last read of a member would reach the member's read queue long after
+	// the next request's first, adjacent one had gone, so that the two
+	// could never merge (internal/member's readQueue).
 	last := n - 1
 	for op.batch[last].merged {
 		last--
 	}
-	if op.a.active.Load() > op.a.inlineAbove {
+	if op.a.active.Load() > op.a.inlineAbove && !op.readsDirect() {
 		for i := 0; i <= last; i++ {
 			if r := &op.batch[i]; !r.merged {
 				r.do()
@@ -557,6 +562,29 @@ func (op *Op) Run() int {
 	op.batch = op.batch[:0]
 	op.rowMark = 0 // what a row queued before this Run has run
 	return bad
+}
+
+// readsDirect reports whether the batch reads a member opened with
+// O_DIRECT (see Run).
+func (op *Op) readsDirect() bool {
+	for i := range op.batch {
+		if r := &op.batch[i]; r.kind == ioRead && !r.merged && direct(r.dev) {
+			return true
+		}
+	}
+	return false
+}
+
+// direct reports whether dev says that its I/O bypasses the page cache
+// and waits for the device (Direct() true: a member opened with
+// O_DIRECT); a checksummed member answers for its device.
+func direct(dev Member) bool {
+	var d any = dev
+	if w, ok := d.(*integrity.Dev); ok {
+		d = w.Inner()
+	}
+	x, ok := d.(interface{ Direct() bool })
+	return ok && x.Direct()
 }
 
 // inlineReadMax is the largest read of a member held in memory that Run

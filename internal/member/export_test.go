@@ -72,3 +72,21 @@ func Mapped(m *File) bool {
 	defer m.mapped.mu.RUnlock()
 	return m.mapped.mem != nil
 }
+
+// SetFaultHook installs fn as the hook every vectored call asks whether it
+// fails (see testHookFault), and returns a function that removes it.
+func SetFaultHook(fn func(m *File, write bool, off int64, n int) error) (restore func()) {
+	testHookFault = fn
+	return func() { testHookFault = nil }
+}
+
+// ReadDepth is how many near reads a direct member keeps in flight before
+// it queues the next ones.
+const ReadDepth = readDepth
+
+// QueuedReads returns how many reads wait in the member's read queue.
+func QueuedReads(m *File) int {
+	m.rq.mu.Lock()
+	defer m.rq.mu.Unlock()
+	return len(m.rq.waiting)
+}

@@ -75,6 +75,12 @@ type File struct {
 	// mapped is the mapping of a file held in memory, whose reads and
 	// writes are copies (mapped.go).
 	mapped mapping
+	// maxIO is the largest request the device takes whole: its
+	// max_sectors_kb (probed at Open).
+	maxIO int64
+	// rq merges adjacent direct reads that wait at the same time
+	// (readq.go). Used only in direct mode.
+	rq readQueue
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -128,6 +134,7 @@ func Open(path string, opts Options) (*File, error) {
 	m.initTail()
 	m.inMemory = !m.block && !m.direct && onMemoryFS(m.rc)
 	m.initMapping()
+	m.rq.max = min(m.maxIO, maxBounce)
 	return m, nil
 }
 
@@ -239,6 +246,7 @@ func (m *File) probe() error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		m.size = st.Size
+		m.maxIO = maxSectors(st.Dev)
 		if !m.readOnly {
 			// Punching a hole past the end with KEEP_SIZE changes nothing
 			// and tells whether the file system can punch holes at all.
@@ -266,6 +274,7 @@ func (m *File) probe() error {
 			return fmt.Errorf("member: %s: implausible logical block size %d", m.path, lbs)
 		}
 		m.size, m.lbs = int64(size), int64(lbs)
+		m.maxIO = maxSectors(st.Rdev)
 		m.canDiscard = !m.readOnly && discardMaxBytes(uint64(st.Rdev)) > 0
 	default:
 		return fmt.Errorf("member: %s is %s, not a regular file or block device: %w", m.path, typeName(st.Mode&unix.S_IFMT), ErrFileType)
@@ -315,6 +324,35 @@ func discardMaxBytes(rdev uint64) int64 {
 	}
 	return n
 }
+
+// defaultMaxIO is the largest request assumed for a device whose queue
+// limits are not in sysfs (a file on a network or virtual file system).
+const defaultMaxIO = 1 << 20
+
+// maxSectors returns the largest request, in bytes, the block device dev
+// (or the disk holding it, for a partition) takes whole: its
+// queue/max_sectors_kb in sysfs (the kernel splits larger ones), or
+// defaultMaxIO when sysfs does not say.
+func maxSectors(dev uint64) int64 {
+	base := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(dev), unix.Minor(dev))
+	for _, p := range []string{"queue/max_sectors_kb", "../queue/max_sectors_kb"} {
+		b, err := os.ReadFile(base + p)
+		if err != nil {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err == nil && kb >= 4 {
+			return kb << 10
+		}
+	}
+	return defaultMaxIO
+}
+
+// MaxIO returns the largest request, in bytes, the member's device takes
+// whole (its queue/max_sectors_kb, or that of the device holding the
+// file; 1 MiB when sysfs does not say): the limit of the reads a direct
+// member merges.
+func (m *File) MaxIO() int64 { return m.maxIO }
 
 // CanDiscard reports whether Discard releases space cheaply (a file system
 // that punches holes, or a block device that discards), so that zeroing
@@ -373,10 +411,23 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	var n int
 	var err error
-	if m.direct && !m.aligned(p, off) {
+	switch {
+	case m.direct && !m.aligned(p, off):
 		one := [1][]byte{p}
 		n, err = m.readBounce(one[:], off, int64(len(p)))
-	} else {
+	case m.direct:
+		// Through the read queue, which may merge it with adjacent
+		// reads waiting on the member (readq.go); pread finishes a
+		// short read, and reports end-of-file as io.EOF.
+		one := [1][]byte{p}
+		if n, err = m.readQueued(one[:], off); err != nil {
+			n, err = 0, m.wrap("read", err)
+		} else if n < len(p) {
+			var k int
+			k, err = m.pread(p[n:], off+int64(n))
+			n += k
+		}
+	default:
 		n, err = m.pread(p, off)
 	}
 	if err == io.EOF {

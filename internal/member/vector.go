@@ -63,7 +63,13 @@ func (m *File) readv(bufs [][]byte, off int64) (int, error) {
 		}
 		return n, err
 	}
-	n, err := m.vectored(bufs, off, sysPreadv)
+	var n int
+	var err error
+	if m.direct {
+		n, err = m.readQueued(bufs, off) // may merge with adjacent waiting reads (readq.go)
+	} else {
+		n, err = m.vectored(bufs, off, sysPreadv)
+	}
 	if err != nil {
 		return 0, m.wrap("preadv", err)
 	}
@@ -166,6 +172,11 @@ func (m *File) writevFlags(bufs [][]byte, off int64, dsync bool) (int, error) {
 	return n, nil
 }
 
+// testHookFault, when set by a test, is asked before every vectored call
+// (after testHookIO) whether it fails: a non-nil error is returned as the
+// call's, and no system call is made.
+var testHookFault func(m *File, write bool, off int64, n int) error
+
 // testHookStat, when set by a test, runs before each fstat of statSize.
 var testHookStat func()
 
@@ -246,6 +257,11 @@ func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
 	}
 	if testHookIO != nil {
 		testHookIO(m, kind != sysPreadv, off, int(total(bufs)))
+	}
+	if testHookFault != nil {
+		if err := testHookFault(m, kind != sysPreadv, off, int(total(bufs))); err != nil {
+			return 0, err
+		}
 	}
 	if m.mapped.data != nil {
 		want := total(bufs)

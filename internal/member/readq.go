@@ -94,7 +94,8 @@ var queuedReadPool = sync.Pool{New: func() any {
 }}
 
 // near reports whether [off, end) lies within q.max bytes of a read in
-// flight or waiting. q.mu is held.
+// flight, waiting, or among the last len(q.recent) completed. q.mu is
+// held.
 func (q *readQueue) near(off, end int64) bool {
 	gap := q.max
 	for _, s := range q.spans {

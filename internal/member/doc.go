@@ -94,7 +94,11 @@
 // on the member, are merged as a block layer's queue merges requests while
 // the device is busy (readq.go): a read near others on the member (within
 // MaxIO, the device's max_sectors_kb, of one in flight, waiting or just
-// completed) waits while another is in flight; when that one completes,
+// completed) waits while another is in flight (on a device whose sysfs
+// queue/rotational says 0, an SSD or NVMe, only behind 16 in flight: such
+// a device gains more from reads in parallel than from larger ones, and
+// the kernel's "none" scheduler leaves it its queue depth likewise); when
+// that one completes,
 // the oldest waiting read with a waiting neighbour takes its place with
 // every waiting read that extends its run, up to MaxIO, in one preadv
 // straight into the callers' buffers. A read far from every other one

@@ -82,7 +82,26 @@ func SetFaultHook(fn func(m *File, write bool, off int64, n int) error) (restore
 
 // ReadDepth is how many near reads a direct member keeps in flight before
 // it queues the next ones.
-const ReadDepth = readDepth
+func ReadDepth(m *File) int { return m.rq.depth }
+
+// SetReadDepth sets it (before the member's first read), so that a test's
+// reads queue the same way on a disk and on a solid-state device.
+func SetReadDepth(m *File, depth int) { m.rq.depth = depth }
+
+// ReadDepthOf returns the read queue depth of a member on the block device
+// dev, with sysfs at root.
+func ReadDepthOf(root string, dev uint64) int {
+	defer func(old string) { sysfsRoot = old }(sysfsRoot)
+	sysfsRoot = root
+	return readDepthOf(dev)
+}
+
+// ReadDepthRotational and ReadDepthSolid are the read queue depths of a
+// member on a disk that rotates and on one that does not.
+const (
+	ReadDepthRotational = readDepth
+	ReadDepthSolid      = readDepthSolid
+)
 
 // QueuedReads returns how many reads wait in the member's read queue.
 func QueuedReads(m *File) int {

@@ -247,6 +247,7 @@ func (m *File) probe() error {
 	case unix.S_IFREG:
 		m.size = st.Size
 		m.maxIO = maxSectors(st.Dev)
+		m.rq.depth = readDepthOf(st.Dev)
 		if !m.readOnly {
 			// Punching a hole past the end with KEEP_SIZE changes nothing
 			// and tells whether the file system can punch holes at all.
@@ -275,6 +276,7 @@ func (m *File) probe() error {
 		}
 		m.size, m.lbs = int64(size), int64(lbs)
 		m.maxIO = maxSectors(st.Rdev)
+		m.rq.depth = readDepthOf(st.Rdev)
 		m.canDiscard = !m.readOnly && discardMaxBytes(uint64(st.Rdev)) > 0
 	default:
 		return fmt.Errorf("member: %s is %s, not a regular file or block device: %w", m.path, typeName(st.Mode&unix.S_IFMT), ErrFileType)
@@ -329,23 +331,46 @@ func discardMaxBytes(rdev uint64) int64 {
 // limits are not in sysfs (a file on a network or virtual file system).
 const defaultMaxIO = 1 << 20
 
+// sysfsRoot is where queueLimit looks for sysfs (a test's fake tree).
+var sysfsRoot = "/sys"
+
+// queueLimit returns the number in the queue attribute name of the block
+// device dev, or of the disk holding it for a partition, and whether sysfs
+// had it.
+func queueLimit(dev uint64, name string) (int64, bool) {
+	base := fmt.Sprintf("%s/dev/block/%d:%d/", sysfsRoot, unix.Major(dev), unix.Minor(dev))
+	for _, p := range []string{"queue/", "../queue/"} {
+		b, err := os.ReadFile(base + p + name)
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
 // maxSectors returns the largest request, in bytes, the block device dev
 // (or the disk holding it, for a partition) takes whole: its
 // queue/max_sectors_kb in sysfs (the kernel splits larger ones), or
 // defaultMaxIO when sysfs does not say.
 func maxSectors(dev uint64) int64 {
-	base := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(dev), unix.Minor(dev))
-	for _, p := range []string{"queue/max_sectors_kb", "../queue/max_sectors_kb"} {
-		b, err := os.ReadFile(base + p)
-		if err != nil {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil && kb >= 4 {
-			return kb << 10
-		}
+	if kb, ok := queueLimit(dev, "max_sectors_kb"); ok && kb >= 4 {
+		return kb << 10
 	}
 	return defaultMaxIO
+}
+
+// readDepthOf returns the read queue depth for a member on the block
+// device dev (see readDepth): readDepthSolid where sysfs says the device
+// does not rotate, readDepth otherwise (a disk, or a device sysfs does not
+// describe).
+func readDepthOf(dev uint64) int {
+	if rot, ok := queueLimit(dev, "rotational"); ok && rot == 0 {
+		return readDepthSolid
+	}
+	return readDepth
 }
 
 // MaxIO returns the largest request, in bytes, the member's device takes

@@ -5,12 +5,21 @@ import (
 )
 
 // readDepth is how many reads near other reads (see readQueue) a direct
-// member keeps in flight before it queues the next ones. One: on
-// bench/disks.sh's throttled disks, RAID6×4 sequential 1 MiB reads reached
-// 0.86-0.87 of the ideal with 2 or 4 (too few reads waited to meet their
-// neighbours) and 0.91-0.93 with 1, and random reads, which are not near,
-// never wait.
+// member on a rotational device keeps in flight before it queues the next
+// ones. One: on bench/disks.sh's throttled disks, RAID6×4 sequential 1 MiB
+// reads reached 0.86-0.87 of the ideal with 2 or 4 (too few reads waited
+// to meet their neighbours) and 0.91-0.93 with 1, and random reads, which
+// are not near, never wait. A disk that seeks gains more from one large
+// read than from several reads in flight.
 const readDepth = 1
+
+// readDepthSolid is the same for a device that says it does not rotate
+// (queue/rotational 0: SSD, NVMe), which gains from many reads in flight
+// even within one sequential stream: holding its reads to one in flight
+// would cut its parallelism. Its reads wait, and merge, only behind a
+// backlog this deep, as the kernel's "none" scheduler leaves such devices
+// their queue depth.
+const readDepthSolid = 16
 
 // maxPassed is how many runs led by younger reads the oldest waiting
 // read lets go first, waiting for a neighbour to merge with.
@@ -32,7 +41,7 @@ const nextScan = 64
 // A read that lies within the member's merge limit (max) of another read
 // in flight or waiting on the member, or of one of the last reads it
 // completed, is near: part of a stream that may merge. A near read that
-// finds readDepth reads in flight, or reads already waiting, waits; every
+// finds its depth of reads in flight (readDepth, or readDepthSolid on a device that does not rotate), or reads already waiting, waits; every
 // other read goes to the device at once, so an idle member never waits and
 // reads far from any other (random reads) keep all the device's
 // parallelism. When a read completes and reads are waiting, its place goes
@@ -57,6 +66,7 @@ type readQueue struct {
 	recent  [8]span       // the last reads completed, for near
 	nrecent uint
 	max     int64 // the largest merged read, in bytes: the device's MaxIO
+	depth   int   // readDepth or readDepthSolid
 }
 
 // span is a device range [off, end).
@@ -235,7 +245,7 @@ func (m *File) readQueued(bufs [][]byte, off int64) (int, error) {
 	n := total(bufs)
 	s := span{off, off + n}
 	q.mu.Lock()
-	if n > q.max || (len(q.waiting) == 0 && q.busy < readDepth) || !q.near(s.off, s.end) {
+	if n > q.max || (len(q.waiting) == 0 && q.busy < q.depth) || !q.near(s.off, s.end) {
 		q.busy++
 		q.spans = append(q.spans, s)
 		q.mu.Unlock()

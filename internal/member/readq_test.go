@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +29,8 @@ func busyMember(t *testing.T, kind string) (f *member.File, want []byte, calls f
 	t.Helper()
 	const size = 4 << 20
 	f = openDirect(t, kind, size)
+	member.SetReadDepth(f, member.ReadDepthRotational) // the test's reads are laid out for it
+	depth := member.ReadDepth(f)
 	want = make([]byte, size)
 	rand.New(rand.NewSource(9)).Read(want)
 	_, err := f.WriteAt(want, 0)
@@ -36,7 +40,7 @@ func busyMember(t *testing.T, kind string) (f *member.File, want []byte, calls f
 	var seen []readCall
 	held := make(chan struct{})
 	var entered sync.WaitGroup
-	entered.Add(member.ReadDepth)
+	entered.Add(depth)
 	restore := member.SetIOHook(func(m *member.File, write bool, off int64, n int) {
 		if m != f || write {
 			return
@@ -44,13 +48,13 @@ func busyMember(t *testing.T, kind string) (f *member.File, want []byte, calls f
 		mu.Lock()
 		seen = append(seen, readCall{off, int64(n)})
 		mu.Unlock()
-		if off < member.ReadDepth*64<<10 {
+		if off < int64(depth)*64<<10 {
 			entered.Done()
 			<-held
 		}
 	})
 	var wg sync.WaitGroup
-	for i := 0; i < member.ReadDepth; i++ {
+	for i := 0; i < depth; i++ {
 		wg.Add(1)
 		go func(off int64) {
 			defer wg.Done()
@@ -67,7 +71,7 @@ func busyMember(t *testing.T, kind string) (f *member.File, want []byte, calls f
 	calls = func() []readCall {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]readCall(nil), seen[member.ReadDepth:]...)
+		return append([]readCall(nil), seen[depth:]...)
 	}
 	return f, want, calls, release
 }
@@ -209,4 +213,26 @@ func TestDirectReadQueueConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestReadDepthFollowsRotational: a member on a device that says it does
+// not rotate keeps many reads in flight before it queues near reads, a
+// disk (or a device sysfs does not describe) one; a partition answers for
+// its disk.
+func TestReadDepthFollowsRotational(t *testing.T) {
+	root := t.TempDir()
+	put := func(dir, rot string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, dir, "queue"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, dir, "queue", "rotational"), []byte(rot+"\n"), 0o644))
+	}
+	put("dev/block/259:0", "0") // an NVMe disk
+	put("dev/block/8:0", "1")   // a rotating disk
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev/block/259:0/p1"), 0o755))
+	assert.Equal(t, member.ReadDepthSolid, member.ReadDepthOf(root, unix.Mkdev(259, 0)))
+	assert.Equal(t, member.ReadDepthRotational, member.ReadDepthOf(root, unix.Mkdev(8, 0)))
+	assert.Equal(t, member.ReadDepthRotational, member.ReadDepthOf(root, unix.Mkdev(7, 3)), "no sysfs entry")
+	// A partition's directory has no queue; its disk's has.
+	require.NoError(t, os.Symlink(filepath.Join(root, "dev/block/259:0/p1"), filepath.Join(root, "dev/block/259:1")))
+	assert.Equal(t, member.ReadDepthSolid, member.ReadDepthOf(root, unix.Mkdev(259, 1)))
+	assert.Less(t, member.ReadDepthRotational, member.ReadDepthSolid)
 }

@@ -170,7 +170,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
-			if c.timedOut(err) {
+			if c.readTimedOut(err) {
 				s.stats.idleTimeouts.Add(1)
 				c.log.Debug("nbd: idle timeout; closing connection", "idle", s.opts.IdleTimeout)
 				return
@@ -247,7 +247,7 @@ func (c *conn) inlineRead(h *requestHeader) bool {
 
 // logPayloadEnd logs why reading a WRITE payload failed.
 func (c *conn) logPayloadEnd(err error) {
-	if c.timedOut(err) {
+	if c.readTimedOut(err) {
 		c.s.stats.ioTimeouts.Add(1)
 		c.log.Debug("nbd: WRITE payload not received in time; closing connection", "timeout", c.s.opts.IOTimeout)
 		return

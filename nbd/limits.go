@@ -180,6 +180,18 @@ func (c *conn) timedOut(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) && !c.s.shutting.Load()
 }
 
+// readTimedOut is timedOut for the reader: a read deadline that halt set
+// to stop it (a reply write that failed or timed out, counted there) is
+// not a timeout of the read.
+func (c *conn) readTimedOut(err error) bool {
+	if !c.timedOut(err) {
+		return false
+	}
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	return !c.stopped
+}
+
 // refusedOptionLimit bounds the options a refused client may send.
 const refusedOptionLimit = 16
 

@@ -219,6 +219,9 @@ func TestIOTimeoutDropsClientThatDoesNotReadReplies(t *testing.T) {
 	}
 	st := s.Stats()
 	assert.Equal(t, int64(1), st.IOTimeouts)
+	// The reader, waiting for the next request, is stopped by the reply
+	// writer's timeout: that is no idle timeout (none is set).
+	assert.Zero(t, st.IdleTimeouts)
 	assert.Zero(t, st.InFlightBytes)
 	require.NoError(t, s.Close())
 }

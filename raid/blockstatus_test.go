@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
@@ -51,7 +52,7 @@ func TestBlockStatus(t *testing.T) {
 func testBlockStatus(t *testing.T, fs string, level stripe.Level, n int, chunk int64) {
 	dir := t.TempDir()
 	if fs == "tmpfs" {
-		dir = tmpfsDir(t)
+		dir = membertest.TmpfsDir(t)
 	}
 	var devs []raid.Device
 	for i := 0; i < n; i++ {

@@ -4,32 +4,17 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
-
-// tmpfsDir returns a fresh directory on tmpfs (/dev/shm), removed in a
-// cleanup, or skips the test where there is none.
-func tmpfsDir(t *testing.T) string {
-	t.Helper()
-	var st unix.Statfs_t
-	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("/dev/shm is not a tmpfs: skipping the test of members held in memory")
-	}
-	dir, err := os.MkdirTemp("/dev/shm", "raidd-test")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
 
 // TestTmpfsMembers runs seeded random writes, reads, discards, write-zeroes
 // and syncs from concurrent writers (each on its own part of the array,
@@ -42,7 +27,7 @@ func tmpfsDir(t *testing.T) string {
 //
 //	RAIDD_SEED=<seed> go test -run '^TestTmpfsMembers$' ./raid
 func TestTmpfsMembers(t *testing.T) {
-	tmpfsDir(t) // skips without a tmpfs
+	membertest.TmpfsDir(t) // skips without a tmpfs
 	seed := testSeed(t)
 	const chunk = 16 << 10
 	for _, s := range []struct {
@@ -52,7 +37,7 @@ func TestTmpfsMembers(t *testing.T) {
 		name := fmt.Sprintf("%s/members=%d", s.level, s.n)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := tmpfsDir(t)
+			dir := membertest.TmpfsDir(t)
 			size := levelSizeFor(s.level, chunk, 48)
 			var paths []string
 			for i := range s.n {

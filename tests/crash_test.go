@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/internal/member/membertest"
 )
 
 // TestCrashDuringWrites kills raidd with SIGKILL while fio writes to one
@@ -31,7 +33,7 @@ func TestCrashDuringWrites(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			if lc.tmpfs {
-				dir = tmpfsDir(t)
+				dir = membertest.TmpfsDir(t)
 			}
 			arr := createArrayIn(t, dir, lc.level, lc.members, testChunk)
 			srv := serve(t, arr.members...)

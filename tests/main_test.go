@@ -20,7 +20,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // raiddBin is the path of the binary built by TestMain; buildErr is set when
@@ -239,21 +238,6 @@ func createArrayIn(t testing.TB, dir, level string, n int, chunk string) *array 
 	out := mustRaidd(t, args...)
 	t.Logf("raidd create: %s", strings.TrimSpace(out))
 	return a
-}
-
-// tmpfsDir returns a fresh directory on tmpfs (/dev/shm), removed in a
-// cleanup, or skips the test where there is none. Members there are held
-// in memory: raidd reads and writes them through a mapping.
-func tmpfsDir(t testing.TB) string {
-	t.Helper()
-	var st unix.Statfs_t
-	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("/dev/shm is not a tmpfs: skipping the test of members held in memory")
-	}
-	dir, err := os.MkdirTemp("/dev/shm", "raidd-e2e")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }
 
 // server is a running `raidd serve` subprocess.

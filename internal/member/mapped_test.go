@@ -13,19 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 )
 
 // shmMember creates a sparse file of size bytes on tmpfs (/dev/shm), or
 // skips the test where there is none.
 func shmMember(t *testing.T, size int64) string {
 	t.Helper()
-	if !isTmpfs("/dev/shm") {
-		t.Skip("/dev/shm is not a tmpfs: skipping the tests of mapped members")
-	}
-	dir, err := os.MkdirTemp("/dev/shm", "member-mapped")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "member.img")
+	path := filepath.Join(membertest.TmpfsDir(t), "member.img")
 	require.NoError(t, member.CreateSparse(path, size))
 	return path
 }

@@ -15,6 +15,8 @@
 #   RUNTIME      seconds per fio job, after RAMP             (default 10)
 #   RAMP         fio ramp_time in seconds                    (default 2)
 #   ROUNDS       interleaved rounds; the median is printed   (default 3)
+#   JOBS         run only these fio jobs (names as printed, e.g.
+#                "seq-write-1M seq-read-1M"; default: all four)
 #   COPY_SIZE    bytes nbdcopy writes for the WA measurement (default 256M)
 #   SHM          directory for members and the peer image    (default /dev/shm)
 #   RAIDD_BIN    use this raidd binary instead of building one
@@ -26,6 +28,7 @@ CHUNK=${CHUNK:-64K}
 RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}
+JOBS=${JOBS:-}
 COPY_SIZE=${COPY_SIZE:-256M}
 SHM=${SHM:-/dev/shm}
 STRICT=${STRICT:-0}
@@ -139,6 +142,14 @@ jobs=(
 	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
 	"rand-read-4K:--rw=randread --bs=4k --iodepth=32"
 )
+if [[ -n "$JOBS" ]]; then
+	all=("${jobs[@]}")
+	jobs=()
+	for job in "${all[@]}"; do
+		[[ " $JOBS " == *" ${job%%:*} "* ]] && jobs+=("$job")
+	done
+	[[ ${#jobs[@]} -gt 0 ]] || { echo "nbd.sh: JOBS=\"$JOBS\" names none of: ${all[*]%%:*}" >&2; exit 2; }
+fi
 targets=(
 	"raid0:nbd+unix:///r0?socket=$sock/r0.sock"
 	"raid5:nbd+unix:///r5?socket=$sock/r5.sock"
@@ -223,9 +234,11 @@ def one(job, target, r):
 
 def median(job, target):
     rs = [one(job, target, r) for r in range(1, rounds + 1)]
+    per_round.append(f"{job} {target}: " + ", ".join(f"{x[0]:.0f} MB/s {x[2]:.3f} s/GiB" for x in rs))
     return tuple(statistics.median(x[i] for x in rs) for i in range(3))
 
 missed = []
+per_round = []
 hdr = f"{'job':<14} {'raid0 MB/s':>10} {'IOPS':>8} {'raid5 MB/s':>10} {'IOPS':>8} {'nbdkit MB/s':>11} {'IOPS':>8} {'r0/kit':>7} {'r5/kit':>7}"
 print(hdr)
 print("-" * len(hdr))
@@ -244,6 +257,10 @@ for job in jobs:
         flag += f" r5<{want5}!"
     print(f"{job:<14} {r0[0]:>10.1f} {r0[1]:>8.0f} {r5[0]:>10.1f} {r5[1]:>8.0f} {kit[0]:>11.1f} {kit[1]:>8.0f} {q0:>6.2f}x {q5:>6.2f}x{flag}")
     cpu_rows.append((job, r0[2], r5[2], kit[2]))
+print()
+print("per round (MB/s, server CPU s/GiB), in the order run:")
+for line in per_round:
+    print("  " + line)
 print()
 print("server CPU seconds per GiB moved (user+system of the serving process, median):")
 print(f"{'job':<14} {'raid0':>8} {'raid5':>8} {'nbdkit':>8} {'r0/kit':>7} {'r5/kit':>7}")

@@ -57,8 +57,8 @@
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in
 //     parallel without allocating; what is only a memory copy (writes to
-//     members in the page cache, reads of up to 64 KiB of members held in
-//     memory) runs on the request's goroutine instead. Array.WritesInline
+//     members in the page cache, reads of members held in memory, of any
+//     size) runs on the request's goroutine instead. Array.WritesInline
 //     tells the NBD server when every member of a RAID0, RAID1 or RAID10 is
 //     held in memory, so that it can run a WRITE on the goroutine that
 //     received it (not on parity levels, whose parity work is better

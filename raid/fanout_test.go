@@ -86,3 +86,62 @@ func TestBufferedMemberWritesInline(t *testing.T) {
 		})
 	}
 }
+
+// heldMember is a test member held in memory (InMemory, as member.File on
+// tmpfs says) that holds each read a little, so that reads issued in
+// parallel overlap.
+type heldMember struct {
+	keep
+	inMemory bool
+	c        *concurrency
+}
+
+func (m heldMember) InMemory() bool { return m.inMemory }
+
+func (m heldMember) ReadAt(p []byte, off int64) (int, error) {
+	m.c.enter()
+	defer m.c.now.Add(-1)
+	time.Sleep(2 * time.Millisecond)
+	return m.keep.ReadAt(p, off)
+}
+
+func (m heldMember) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	m.c.enter()
+	defer m.c.now.Add(-1)
+	time.Sleep(2 * time.Millisecond)
+	return m.keep.ReadvAt(bufs, off)
+}
+
+// TestMemoryMemberReadsInline: a lone 1 MiB read across four members held
+// in memory reads them one after the other on the request's goroutine,
+// with no hand-off to the I/O workers (a copy out of memory waits for
+// nothing); the same read of members that do not say so still goes to all
+// of them at once.
+func TestMemoryMemberReadsInline(t *testing.T) {
+	const chunk = 64 << 10
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inMemory=%v", held), func(t *testing.T) {
+			c := &concurrency{}
+			var devs []raid.Device
+			for i := 0; i < 4; i++ {
+				m := member.NewMemory(memberSizeFor(chunk, 32))
+				devs = append(devs, raid.Device{Path: fmt.Sprintf("m%d", i), Member: heldMember{keep{m}, held, c}})
+			}
+			a := createArray(t, devs, raid.CreateOptions{Name: "fan", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
+			p := make([]byte, 1<<20)
+			randomBytes(p, 1)
+			_, err := a.WriteAt(p, 0)
+			require.NoError(t, err)
+			c.peak.Store(0)
+			got := make([]byte, len(p))
+			_, err = a.ReadAt(got, 0)
+			require.NoError(t, err)
+			assert.Equal(t, p, got)
+			if held {
+				assert.Equal(t, int64(1), c.peak.Load(), "members held in memory are read inline, one at a time")
+			} else {
+				assert.Greater(t, c.peak.Load(), int64(1), "other members are read in parallel")
+			}
+		})
+	}
+}

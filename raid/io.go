@@ -377,8 +377,11 @@ func (a *Array) WritesInline() bool {
 // most inlineReadMax and every member is held in memory, so the read is a
 // copy or two that never waits for a device (Op.Run does such member reads
 // on the request's goroutine anyway), and a hand-off to a worker would
-// cost more than the copy. Larger reads go to the workers, whose member
-// reads run side by side. bench/nbd-ab.sh measures it (random 4K reads).
+// cost more than the copy. Larger reads go to the NBD workers (their
+// member reads, too, run on the request's goroutine), so that the reader
+// goes on reading the next requests meanwhile: served on the reader, 1 MiB
+// sequential reads cost more CPU per byte on a quiet machine (commit
+// 580bf09). bench/nbd-ab.sh measures it (random 4K reads).
 func (a *Array) ReadsInline(n int) bool {
 	return n <= inlineReadMax && a.allInMemory()
 }

@@ -481,11 +481,11 @@ func (op *Op) Run() int {
 	}
 	// Writes to a member that goes through the page cache (a file opened
 	// without O_DIRECT) are copies into memory that do not wait for a
-	// device, and so are small reads of a member held in memory (tmpfs):
-	// a worker would run them no sooner, and the hand-off costs more than
-	// the copy's share of a request, so they run here too, after the
-	// hand-offs (large reads, which copy in parallel, and I/O to members
-	// whose devices work in parallel).
+	// device, and so are reads of a member held in memory (tmpfs, read
+	// through its mapping): a worker would run them no sooner, and the
+	// hand-off costs more than the copy's share of a request, so they run
+	// here too, after the hand-offs (I/O to members whose devices work in
+	// parallel).
 	cheap := false
 	for i := 0; i < last; i++ {
 		r := &op.batch[i]
@@ -587,9 +587,8 @@ func direct(dev Member) bool {
 	return ok && x.Direct()
 }
 
-// inlineReadMax is the largest read of a member held in memory that Run
-// does on the request's goroutine (a read-modify-write's old data and
-// parity); larger ones are copied by the workers in parallel.
+// inlineReadMax is the largest read that Array.ReadsInline lets the NBD
+// request reader serve itself.
 const inlineReadMax = 64 << 10
 
 // cheap reports whether r is memory work that never waits for a device
@@ -599,7 +598,13 @@ func (r *ioReq) cheap() bool {
 	case ioWrite:
 		return buffered(r.dev)
 	case ioRead:
-		return r.vec == nil && r.n <= inlineReadMax && inMemory(r.dev)
+		// Of any size: the member is read through its mapping, a copy
+		// with no system call, and the request's own goroutine copies
+		// no slower than a worker would. Handing the reads of a 1 MiB
+		// read over 4 members to the workers, to copy side by side, cost
+		// more CPU per byte than it saved (bench/README.md, "CPU per
+		// byte"): the requests in flight already keep the cores busy.
+		return inMemory(r.dev)
 	}
 	return false
 }

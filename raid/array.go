@@ -264,8 +264,13 @@ func (a *Array) start(resync bool, resume *slot, resumeKind jobKind, resumeRow i
 	a.claimSparesLocked()
 }
 
-// publishLocked builds a View from the table and the present devices. Callers hold cfgMu (or own a not yet shared array).
-func (a *Array) publishLocked() {
+// publishLocked builds a View from the table and the present devices and
+// publishes it. Callers hold cfgMu (or own a not yet shared array).
+func (a *Array) publishLocked() { a.view.Store(a.viewLocked()) }
+
+// viewLocked builds a View from the table and the present devices.
+// Callers hold cfgMu (or own a not yet shared array).
+func (a *Array) viewLocked() *View {
 	n := a.geo.Members()
 	v := &View{geo: a.geo, dataOff: int64(a.meta.DataOffset), devs: make([]Member, n), repl: make([]Member, n)}
 	v.ctr, v.replCtr = make([]*memberCounters, n), make([]*memberCounters, n)
@@ -295,7 +300,7 @@ func (a *Array) publishLocked() {
 		}
 	}
 	v.failed = !a.geo.Survives(^v.readable)
-	a.view.Store(v)
+	return v
 }
 
 func (a *Array) getOp() *Op {

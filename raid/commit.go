@@ -161,8 +161,14 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record member failure on any member", "err", err)
 	}
-	a.publishLocked()
-	if a.view.Load().failed {
+	// Status shows the failure no later than requests see it: a request
+	// that loads the new View fails at once, while this goroutine (a
+	// rebuild that met the failure, say) still has events to send and
+	// spares to claim before its unlock records the table again.
+	nv := a.viewLocked()
+	a.snapshotOf(nv)
+	a.view.Store(nv)
+	if nv.failed {
 		a.event(Event{Kind: EventFailed, Role: -1, Detail: "more members lost than " + a.geo.Level().String() + " tolerates"})
 		return
 	}

@@ -25,8 +25,12 @@ type jobSnap struct {
 
 // snapshotLocked records the table for Status. Callers hold cfgMu (and,
 // to record a finished change, commitMu).
-func (a *Array) snapshotLocked() {
-	s := &tableSnap{view: a.view.Load(), meta: a.meta.Clone(), slots: make(map[[16]byte]slot, len(a.slots))}
+func (a *Array) snapshotLocked() { a.snapshotOf(a.view.Load()) }
+
+// snapshotOf is snapshotLocked for the View v, which may not be published
+// yet.
+func (a *Array) snapshotOf(v *View) {
+	s := &tableSnap{view: v, meta: a.meta.Clone(), slots: make(map[[16]byte]slot, len(a.slots))}
 	for u, sl := range a.slots {
 		countersLocked(sl)
 		s.slots[u] = *sl

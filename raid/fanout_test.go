@@ -49,40 +49,53 @@ func (m pagedMember) WritevAt(bufs [][]byte, off int64) (int, error) {
 	return m.keep.WritevAt(bufs, off)
 }
 
+// fanOut creates a RAID0 of four members made by wrap (which count their
+// calls in c), writes 1 MiB across them, runs op, and returns the most
+// member calls that overlapped during op. It then checks that the array
+// reads back what was written.
+func fanOut(t *testing.T, wrap func(m *member.Memory, c *concurrency) raid.Member, op func(a *raid.Array, p []byte)) int64 {
+	t.Helper()
+	const chunk = 64 << 10
+	c := &concurrency{}
+	var devs []raid.Device
+	for i := 0; i < 4; i++ {
+		devs = append(devs, raid.Device{Path: fmt.Sprintf("m%d", i), Member: wrap(member.NewMemory(memberSizeFor(chunk, 32)), c)})
+	}
+	a := createArray(t, devs, raid.CreateOptions{Name: "fan", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	p := make([]byte, 1<<20)
+	randomBytes(p, 1)
+	// The first write also marks the array dirty and the bitmap
+	// (superblock writes to every member); op's calls are data only.
+	_, err := a.WriteAt(p, 0)
+	require.NoError(t, err)
+	c.peak.Store(0)
+	op(a, p)
+	peak := c.peak.Load()
+	got := make([]byte, len(p))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+	return peak
+}
+
 // TestBufferedMemberWritesInline: a lone 1 MiB write across four members
 // that go through the page cache (Direct() false) writes them one after
 // the other on the request's goroutine, with no hand-off to the I/O
 // workers (the copies do not wait for a device); the same write to
 // O_DIRECT members still goes to all of them at once.
 func TestBufferedMemberWritesInline(t *testing.T) {
-	const chunk = 64 << 10
 	for _, direct := range []bool{false, true} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
-			c := &concurrency{}
-			var devs []raid.Device
-			for i := 0; i < 4; i++ {
-				m := member.NewMemory(memberSizeFor(chunk, 32))
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("m%d", i), Member: pagedMember{keep{m}, direct, c}})
-			}
-			a := createArray(t, devs, raid.CreateOptions{Name: "fan", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			p := make([]byte, 1<<20)
-			randomBytes(p, 1)
-			// The first write also marks the array dirty and the bitmap
-			// (superblock writes to every member); the second is data only.
-			_, err := a.WriteAt(p, 0)
-			require.NoError(t, err)
-			c.peak.Store(0)
-			_, err = a.WriteAt(p, 0)
-			require.NoError(t, err)
+			peak := fanOut(t, func(m *member.Memory, c *concurrency) raid.Member { return pagedMember{keep{m}, direct, c} },
+				func(a *raid.Array, p []byte) {
+					_, err := a.WriteAt(p, 0)
+					require.NoError(t, err)
+				})
 			if direct {
-				assert.Greater(t, c.peak.Load(), int64(1), "O_DIRECT members are written in parallel")
+				assert.Greater(t, peak, int64(1), "O_DIRECT members are written in parallel")
 			} else {
-				assert.Equal(t, int64(1), c.peak.Load(), "page-cache members are written inline, one at a time")
+				assert.Equal(t, int64(1), peak, "page-cache members are written inline, one at a time")
 			}
-			got := make([]byte, len(p))
-			_, err = a.ReadAt(got, 0)
-			require.NoError(t, err)
-			assert.Equal(t, p, got)
 		})
 	}
 }
@@ -118,29 +131,19 @@ func (m heldMember) ReadvAt(bufs [][]byte, off int64) (int, error) {
 // nothing); the same read of members that do not say so still goes to all
 // of them at once.
 func TestMemoryMemberReadsInline(t *testing.T) {
-	const chunk = 64 << 10
 	for _, held := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inMemory=%v", held), func(t *testing.T) {
-			c := &concurrency{}
-			var devs []raid.Device
-			for i := 0; i < 4; i++ {
-				m := member.NewMemory(memberSizeFor(chunk, 32))
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("m%d", i), Member: heldMember{keep{m}, held, c}})
-			}
-			a := createArray(t, devs, raid.CreateOptions{Name: "fan", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			p := make([]byte, 1<<20)
-			randomBytes(p, 1)
-			_, err := a.WriteAt(p, 0)
-			require.NoError(t, err)
-			c.peak.Store(0)
-			got := make([]byte, len(p))
-			_, err = a.ReadAt(got, 0)
-			require.NoError(t, err)
-			assert.Equal(t, p, got)
+			peak := fanOut(t, func(m *member.Memory, c *concurrency) raid.Member { return heldMember{keep{m}, held, c} },
+				func(a *raid.Array, p []byte) {
+					got := make([]byte, len(p))
+					_, err := a.ReadAt(got, 0)
+					require.NoError(t, err)
+					assert.Equal(t, p, got)
+				})
 			if held {
-				assert.Equal(t, int64(1), c.peak.Load(), "members held in memory are read inline, one at a time")
+				assert.Equal(t, int64(1), peak, "members held in memory are read inline, one at a time")
 			} else {
-				assert.Greater(t, c.peak.Load(), int64(1), "other members are read in parallel")
+				assert.Greater(t, peak, int64(1), "other members are read in parallel")
 			}
 		})
 	}

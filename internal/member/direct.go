@@ -235,14 +235,11 @@ func (m *File) pwrite(p []byte, off int64) (int, error) {
 	}
 	if m.mapped.data != nil {
 		one := [1][]byte{p}
-		n, ok := m.writeMapped(one[:], off, int64(len(p)))
-		if !ok {
-			n, err := m.f.WriteAt(p, off)
-			m.wrote(off, int64(n))
-			return n, err
+		if n, ok := m.writeMapped(one[:], off, int64(len(p))); ok {
+			return n, nil
 		}
-		m.wrote(off, int64(n))
-		return n, nil
 	}
-	return m.f.WriteAt(p, off)
+	n, err := m.f.WriteAt(p, off)
+	m.wrote(off, int64(n)) // a no-op unless mapped
+	return n, err
 }

@@ -123,16 +123,28 @@ func (m *File) learnData() {
 	}
 }
 
+// pageWord returns the word of the data bitmap that holds page p, the
+// mask of the pages [p, last) in that word, and the page after them: one
+// step of a walk over pages [first, last) a word at a time.
+func pageWord(p, last int64) (w int64, mask uint64, next int64) {
+	w, b := p/64, uint(p%64)
+	n := min(int64(64-b), last-p)
+	return w, ^uint64(0) >> (64 - uint(n)) << b, p + n
+}
+
 // markPages sets the data bits of pages [first, last).
 func (m *File) markPages(first, last int64) {
-	d := m.mapped.data
 	for p := first; p < last; {
-		w, b := p/64, uint(p%64)
-		n := min(int64(64-b), last-p)
-		mask := ^uint64(0) >> (64 - uint(n)) << b
-		d[w].Or(mask)
-		p += n
+		w, mask, next := pageWord(p, last)
+		m.mapped.data[w].Or(mask)
+		p = next
 	}
+}
+
+// touched returns the pages [first, last) that [off, off+n) touches, even
+// partly, within the bitmap.
+func (m *File) touched(off, n int64) (first, last int64) {
+	return off >> pageShift, min((off+n-1)>>pageShift+1, int64(len(m.mapped.data))*64)
 }
 
 // clearPages clears the data bits of every page [off, off+n) touches.
@@ -140,15 +152,11 @@ func (m *File) clearPages(off, n int64) {
 	if m.mapped.data == nil || n <= 0 {
 		return
 	}
-	first, last := off>>pageShift, (off+n-1)>>pageShift+1
-	last = min(last, int64(len(m.mapped.data))*64)
-	d := m.mapped.data
+	first, last := m.touched(off, n)
 	for p := first; p < last; {
-		w, b := p/64, uint(p%64)
-		k := min(int64(64-b), last-p)
-		mask := ^uint64(0) >> (64 - uint(k)) << b
-		d[w].And(^mask)
-		p += k
+		w, mask, next := pageWord(p, last)
+		m.mapped.data[w].And(^mask)
+		p = next
 	}
 }
 
@@ -158,20 +166,18 @@ func (m *File) wrote(off, n int64) {
 	if m.mapped.data == nil || n <= 0 {
 		return
 	}
-	m.markPages(off>>pageShift, min((off+n-1)>>pageShift+1, int64(len(m.mapped.data))*64))
+	m.markPages(m.touched(off, n))
 }
 
 // allData reports whether every page of [off, off+n) is known to hold data.
 func (m *File) allData(off, n int64) bool {
-	d := m.mapped.data
-	for p, last := off>>pageShift, (off+n-1)>>pageShift+1; p < last; {
-		w, b := p/64, uint(p%64)
-		k := min(int64(64-b), last-p)
-		mask := ^uint64(0) >> (64 - uint(k)) << b
-		if d[w].Load()&mask != mask {
+	first, last := m.touched(off, n)
+	for p := first; p < last; {
+		w, mask, next := pageWord(p, last)
+		if m.mapped.data[w].Load()&mask != mask {
 			return false
 		}
-		p += k
+		p = next
 	}
 	return true
 }
@@ -243,11 +249,15 @@ func (m *File) readMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
 	return n, err == nil
 }
 
-// writeMapped serves a write of bufs at off with a copy when it can.
+// writeMapped serves a write of bufs at off with a copy when it can, and
+// then records its pages as data.
 func (m *File) writeMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
 	if m.readOnly || !m.mappable(off, want) {
 		return 0, false
 	}
-	n, err := m.copyMapped(bufs, off, true)
-	return n, err == nil
+	if n, err := m.copyMapped(bufs, off, true); err == nil {
+		m.wrote(off, int64(n))
+		return n, true
+	}
+	return 0, false
 }

@@ -271,7 +271,6 @@ func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
 			}
 		} else if n, ok := m.writeMapped(bufs, off, want); ok {
 			// A write held in memory is as durable as RWF_DSYNC makes it.
-			m.wrote(off, int64(n))
 			return n, nil
 		}
 	}
@@ -282,7 +281,7 @@ func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
 	c.bufs, c.n, c.err = nil, 0, nil
 	sysReqPool.Put(c)
 	if kind != sysPreadv {
-		m.wrote(off, int64(n))
+		m.wrote(off, int64(n)) // a no-op unless mapped
 	}
 	return n, err
 }

@@ -403,9 +403,15 @@ func (a *Array) allInMemory() bool {
 // inMemory reports whether member d says it is held in memory, looking
 // through the checksum wrapper.
 func inMemory(d any) bool {
-	if w, ok := d.(*integrity.Dev); ok {
-		d = w.Inner()
-	}
-	m, ok := d.(interface{ InMemory() bool })
+	m, ok := unwrapped(d).(interface{ InMemory() bool })
 	return ok && m.InMemory()
+}
+
+// unwrapped returns the device under a checksummed member (which answers
+// for it what its device says), or d itself.
+func unwrapped(d any) any {
+	if w, ok := d.(*integrity.Dev); ok {
+		return w.Inner()
+	}
+	return d
 }

@@ -579,11 +579,7 @@ func (op *Op) readsDirect() bool {
 // and waits for the device (Direct() true: a member opened with
 // O_DIRECT); a checksummed member answers for its device.
 func direct(dev Member) bool {
-	var d any = dev
-	if w, ok := d.(*integrity.Dev); ok {
-		d = w.Inner()
-	}
-	x, ok := d.(interface{ Direct() bool })
+	x, ok := unwrapped(dev).(interface{ Direct() bool })
 	return ok && x.Direct()
 }
 

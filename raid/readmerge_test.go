@@ -18,9 +18,11 @@ import (
 // consecutive rows of every 4, so a 1 MiB read (8 rows) costs members 0,
 // 1 and 3 two requests of 128 KiB each; member 2's run of rows 3–4
 // crosses the 4-row boundary where the read starts and ends, so it costs
-// 3 (rows 0, 3–4 and 7). That third request is what holds RAID6×4
+// 3 (rows 0, 3–4 and 7). That third request is what held RAID6×4
 // sequential 1 MiB reads at 0.84 of the ideal on bench/disks.sh's
-// 1000-IOPS disks (bench/README.md, "disks.sh: RAID6 sequential reads").
+// 1000-IOPS disks (bench/README.md, "disks.sh: RAID6 sequential reads")
+// until a direct member merged it with the next request's adjacent read
+// (internal/member's read queue).
 func TestParityReadOneRequestPerRun(t *testing.T) {
 	const chunk = 64 << 10
 	const rows = 32

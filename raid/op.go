@@ -606,10 +606,11 @@ func (r *ioReq) cheap() bool {
 }
 
 // buffered reports whether dev says that its I/O goes through the page
-// cache (Direct() false: a member file opened without O_DIRECT). Members
-// that do not say are taken to wait for a device.
+// cache (Direct() false: a member file opened without O_DIRECT); a
+// checksummed member answers for its device, as in direct. Members that
+// do not say are taken to wait for a device.
 func buffered(dev Member) bool {
-	d, ok := dev.(interface{ Direct() bool })
+	d, ok := unwrapped(dev).(interface{ Direct() bool })
 	return ok && !d.Direct()
 }
 

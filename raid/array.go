@@ -177,6 +177,11 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		}
 		a.SetCopyVerifier(csumVerifier{a})
 	}
+	if !a.readOnly {
+		for _, s := range slots {
+			a.reserveTail(s)
+		}
+	}
 	if meta.LogLength != 0 {
 		if need := logHeaderSize + maxRecord(geo.Members(), geo.Chunk()); int64(meta.LogLength) < need {
 			return nil, fmt.Errorf("%w: the write-hole log area is %d bytes, less than the %d its largest record needs", ErrCorrupt, meta.LogLength, need)

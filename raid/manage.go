@@ -353,6 +353,7 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 		return false, "", fmt.Errorf("raid: re-add %s: cannot write its superblock", dev.Path)
 	}
 	a.publishLocked()
+	a.reserveTail(s)
 	// Every write from here on reaches the member (its View is published);
 	// the regions marked now cover every write it missed, because their
 	// bits are set before a write starts and kept while a role is missing.
@@ -509,6 +510,7 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 	if s.events != a.meta.Events { // its superblock write failed: commit marked it failed
 		return nil, fmt.Errorf("raid: add %s: cannot write its superblock", dev.Path)
 	}
+	a.reserveTail(s)
 	return s, nil
 }
 

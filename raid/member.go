@@ -27,3 +27,17 @@ type Member interface {
 	Size() int64
 	io.Closer
 }
+
+// reserveTail tells a file member that the array keeps nothing past its
+// data region (member.File.ReserveTail), so that a member whose last page
+// the array never writes checks its size after each write without an
+// fstat. A failure costs only that: the member keeps the fstat.
+func (a *Array) reserveTail(s *slot) {
+	t, ok := unwrapped(s.dev).(interface{ ReserveTail(from int64) error })
+	if !ok {
+		return
+	}
+	if err := t.ReserveTail(int64(a.meta.DataOffset + a.meta.DataSize)); err != nil {
+		a.log.Warn("raid: could not write the unused last page of a member; its writes check its size with an fstat each", "member", s.path, "err", err)
+	}
+}

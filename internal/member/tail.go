@@ -156,3 +156,25 @@ func (m *File) dropTailFor(off, n int64) {
 		m.unmapTail(false)
 	}
 }
+
+// ReserveTail tells the member that the array keeps nothing in [from,
+// Size): the space past its data region, which no write of the array
+// ever reaches (a member's size is rarely a whole number of chunks past
+// its header). If the last page lies in that range and holds no data, it
+// is written with zeroes once, so that the size check after each write
+// loads from its mapping instead of making an fstat: without it, a member
+// whose last page is never written pays one fstat per write for as long
+// as it is open. Nothing happens on block devices, read-only members,
+// members opened over data in their last page, or when from reaches into
+// the last page (the array's own writes put data there). A failed write
+// is returned; the member then keeps the fstat.
+func (m *File) ReserveTail(from int64) error {
+	if m.block || m.readOnly || from > m.tail.start || m.hasTail() {
+		return nil
+	}
+	if m.HasData(m.tail.start, m.size-m.tail.start) {
+		return nil // intact data nobody told us about: a write maps it
+	}
+	_, err := m.WriteAt(make([]byte, m.size-m.tail.start), m.tail.start)
+	return err
+}

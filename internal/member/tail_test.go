@@ -131,3 +131,41 @@ func TestShrunkInsideLastPage(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveTail: a member told that nothing of the array lies in its
+// last page writes that page once, maps it, and from then on checks its
+// size after a write with no fstat; told that the array's data reaches
+// into the last page, it leaves the page a hole.
+func TestReserveTail(t *testing.T) {
+	const size = 1<<20 + 512 // the last page is partial
+	page := int64(os.Getpagesize())
+	last := (int64(size) - 1) &^ (page - 1)
+	var stats atomic.Int64
+	defer member.SetStatHook(func() { stats.Add(1) })()
+	for name, dir := range tailDirs(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, "m.img")
+			require.NoError(t, member.CreateSparse(path, size))
+			f := openFile(t, path, member.Options{})
+			require.NoError(t, f.ReserveTail(last+1))
+			assert.False(t, member.TailMapped(f), "the array's data reaches into the last page: leave it")
+			assert.False(t, f.HasData(last, size-last))
+
+			require.NoError(t, f.ReserveTail(last))
+			assert.True(t, member.TailMapped(f))
+			assert.True(t, f.HasData(last, size-last))
+			got := make([]byte, size-last)
+			got[0] = 1
+			_, err := f.ReadAt(got, last)
+			require.NoError(t, err)
+			assert.Equal(t, make([]byte, size-last), got, "the reserved page reads as zeroes")
+
+			stats.Store(0)
+			_, err = f.WriteAt(make([]byte, 4096), 0)
+			require.NoError(t, err)
+			assert.Zero(t, stats.Load(), "a write below the reserved page made an fstat")
+			require.NoError(t, f.ReserveTail(0), "a second call is a no-op")
+			require.NoError(t, f.Close())
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,19 +254,17 @@ func (d *Dev) lockEdges(b0, b1 int64) uint64 {
 	return mask
 }
 
+// lockMask takes the granule locks in mask, lowest first (the one order
+// every caller uses); it visits only the set bits.
 func (d *Dev) lockMask(mask uint64) {
-	for i := 0; i < nlocks; i++ {
-		if mask&(1<<uint(i)) != 0 {
-			d.locks[i].Lock()
-		}
+	for m := mask; m != 0; m &= m - 1 {
+		d.locks[bits.TrailingZeros64(m)].Lock()
 	}
 }
 
 func (d *Dev) unlock(mask uint64) {
-	for i := 0; i < nlocks; i++ {
-		if mask&(1<<uint(i)) != 0 {
-			d.locks[i].Unlock()
-		}
+	for m := mask; m != 0; m &= m - 1 {
+		d.locks[bits.TrailingZeros64(m)].Unlock()
 	}
 }
 

@@ -16,9 +16,14 @@
 //     again and leave holes that read back as zeroes without an error. The
 //     size check costs no system call for writes below the file's last
 //     page: it loads a byte of a read-only mapping of that page, which
-//     faults once the page lies beyond end-of-file (tail.go). A shrink of
-//     less than a page, which no such write can undo, is reported by the
-//     next read or write of the last page.
+//     faults once the page lies beyond end-of-file (tail.go). That needs
+//     data in the last page (faulting in a hole would allocate it on
+//     tmpfs): until the page is written, each write makes an fstat
+//     instead, and ReserveTail writes it at once when the owner keeps
+//     nothing there (the raid package says so for the space past an
+//     array's data region). A shrink of less than a page, which no such
+//     write can undo, is reported by the next read or write of the last
+//     page.
 //   - ReadAt and WriteAt follow io.ReaderAt and io.WriterAt exactly: n <
 //     len(p) implies err != nil, and p is never retained after the call
 //     returns. A read that reaches Size returns io.EOF; a write that reaches

@@ -61,11 +61,30 @@ const (
 )
 
 type page struct {
-	idx        int64
-	buf        []byte
-	dirty      bool
+	idx   int64
+	buf   []byte
+	dirty bool
+	// ref is set by every use of the page and cleared by the eviction
+	// scan, which gives a page used since it last passed a second chance
+	// (CLOCK) instead of moving the page in the list on every use.
+	ref        bool
 	writing    int // flushes in progress that hold a copy of this page
 	prev, next *page
+}
+
+// The cached pages are found through a two-level table indexed by page
+// number: dir holds one chunk per chunkPages pages of the area, allocated
+// while one of its pages is cached. It costs 8 bytes per chunkPages pages
+// of the area (512 KiB for a 16 TiB member) and at most a chunk (512
+// bytes) per cached page.
+const (
+	chunkShift = 6
+	chunkPages = 1 << chunkShift
+)
+
+type pageChunk struct {
+	pgs [chunkPages]*page
+	n   int // pages set in pgs
 }
 
 // Dev wraps a member device: every data-region read is verified against
@@ -84,9 +103,10 @@ type Dev struct {
 	locks [nlocks]sync.Mutex // by granule: writes, discards and re-verification
 
 	flushMu sync.Mutex // orders page write-backs (taken before mu)
-	mu      sync.Mutex // guards pages, lru, nDirty and page contents
-	pages   map[int64]*page
-	lru     page // sentinel: lru.next is the most recently used
+	mu      sync.Mutex // guards dir, npg, lru, nDirty and page contents
+	dir     []*pageChunk
+	npg     int  // pages cached
+	lru     page // sentinel: lru.next is the most recently loaded or given a second chance
 	nDirty  int
 
 	unsealed atomic.Pointer[[][2]int64] // data ranges whose mismatches are resealed (after a crash)
@@ -117,7 +137,7 @@ func New(inner Member, c Config) (*Dev, error) {
 	d := &Dev{
 		inner: inner, dataOff: c.DataOffset, dataEnd: c.DataOffset + c.DataSize,
 		areaOff: c.AreaOffset, npages: area / PageSize, maxPages: c.CachePages,
-		onPage: c.OnPageRebuilt, pages: map[int64]*page{},
+		onPage: c.OnPageRebuilt, dir: make([]*pageChunk, (area/PageSize+chunkPages-1)/chunkPages),
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
 	d.vec, _ = inner.(vectorIO)
@@ -355,58 +375,77 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	return int(total), nil
 }
 
-// entries returns the stored checksums of blocks [b0, b0+n) in a pooled
-// slice; put it back with putEntries.
-func (d *Dev) entries(b0, n int64) (*[]uint32, error) {
-	ep := d.getEntries(n)
+// entries fills es with the stored checksums of blocks [b0,
+// b0+len(es)).
+func (d *Dev) entries(b0 int64, es []uint32) error {
 	d.mu.Lock()
-	err := d.forEntries(b0, n, func(pg *page, i int, k int64) {
-		(*ep)[k] = Entry(pg.buf, i)
-	})
+	err := d.loadLocked(b0, es)
 	flush := d.evictLocked()
 	d.mu.Unlock()
 	if flush {
 		d.flushDirty()
 	}
-	if err != nil {
-		d.bufPool.Put(ep)
-		return nil, err
-	}
-	return ep, nil
+	return err
 }
 
-func (d *Dev) putEntries(ep *[]uint32) { d.bufPool.Put(ep) }
-
-// forEntries calls fn for every entry of blocks [b0, b0+n): the page, the
-// index in it and k, the block's index from b0. Callers hold mu.
-func (d *Dev) forEntries(b0, n int64, fn func(pg *page, i int, k int64)) error {
-	for k := int64(0); k < n; {
-		b := b0 + k
+// loadLocked fills es with the entries of blocks [b0, b0+len(es)).
+// Callers hold mu.
+func (d *Dev) loadLocked(b0 int64, es []uint32) error {
+	for k := 0; k < len(es); {
+		b := b0 + int64(k)
 		pg, err := d.pageLocked(b / PerPage)
 		if err != nil {
 			return err
 		}
 		i := int(b % PerPage)
-		for ; i < PerPage && k < n; i, k = i+1, k+1 {
-			fn(pg, i, k)
+		for ; i < PerPage && k < len(es); i, k = i+1, k+1 {
+			es[k] = Entry(pg.buf, i)
 		}
 	}
 	return nil
 }
 
-// pageLocked returns page idx, loading it if needed, as the most recently
-// used. Callers hold mu.
-func (d *Dev) pageLocked(idx int64) (*page, error) {
-	if pg := d.pages[idx]; pg != nil {
-		if d.lru.next != pg {
-			pg.prev.next, pg.next.prev = pg.next, pg.prev
-			pg.next, pg.prev = d.lru.next, &d.lru
-			d.lru.next.prev = pg
-			d.lru.next = pg
-		}
-		return pg, nil
+// entry returns the stored checksum of block b.
+func (d *Dev) entry(b int64) (uint32, error) {
+	var e [1]uint32
+	err := d.entries(b, e[:])
+	return e[0], err
+}
+
+// smallEntries is the number of entries a request keeps on its stack
+// (requests of up to 64 KiB); larger ones take a pooled slice.
+const smallEntries = 16
+
+// scratch returns n entries: small's if they fit, or a pooled slice, in
+// which case ep is to be given back with putEntries.
+func (d *Dev) scratch(small []uint32, n int64) (es []uint32, ep *[]uint32) {
+	if n <= int64(len(small)) {
+		return small[:n], nil
 	}
-	pg := &page{idx: idx, buf: make([]byte, PageSize)}
+	ep = d.getEntries(n)
+	return *ep, ep
+}
+
+// putEntries gives back a pooled slice from getEntries or scratch (nil:
+// none).
+func (d *Dev) putEntries(ep *[]uint32) {
+	if ep != nil {
+		d.bufPool.Put(ep)
+	}
+}
+
+// pageLocked returns page idx, loading it if needed, marked used. Callers
+// hold mu.
+func (d *Dev) pageLocked(idx int64) (*page, error) {
+	if c := d.dir[idx>>chunkShift]; c != nil {
+		if pg := c.pgs[idx&(chunkPages-1)]; pg != nil {
+			if !pg.ref {
+				pg.ref = true
+			}
+			return pg, nil
+		}
+	}
+	pg := &page{idx: idx, buf: make([]byte, PageSize), ref: true}
 	if _, err := d.inner.ReadAt(pg.buf, d.areaOff+idx*PageSize); err != nil {
 		return nil, fmt.Errorf("integrity: read checksum page %d: %w", idx, err)
 	}
@@ -423,28 +462,59 @@ func (d *Dev) pageLocked(idx int64) (*page, error) {
 			d.onPage(first, min(PerPage*BlockSize, d.dataEnd-d.dataOff-first))
 		}
 	}
-	d.pages[idx] = pg
-	d.cached.Store(int64(len(d.pages)))
+	c := d.dir[idx>>chunkShift]
+	if c == nil {
+		c = new(pageChunk)
+		d.dir[idx>>chunkShift] = c
+	}
+	c.pgs[idx&(chunkPages-1)] = pg
+	c.n++
+	d.npg++
+	d.cached.Store(int64(d.npg))
 	pg.next, pg.prev = d.lru.next, &d.lru
 	d.lru.next.prev = pg
 	d.lru.next = pg
 	return pg, nil
 }
 
-// evictLocked drops clean pages from the least recently used end while
-// the cache is over its bound. It returns true when dirty pages keep it
-// over the bound (the caller then flushes them, without mu).
+// evictLocked drops clean pages while the cache is over its bound,
+// scanning from the list's tail (the page loaded or given its second
+// chance longest ago): a page used since the scan last passed it (ref,
+// also set when it is loaded) is
+// given a second chance, moved to the head with ref cleared, where the
+// same scan reaches it again last; the others are dropped unless dirty or
+// being written. So it stops only with the cache within its bound or
+// every page left dirty or being written, as a strict LRU would. It
+// returns true when dirty pages keep it over the bound (the caller then
+// flushes them, without mu).
 func (d *Dev) evictLocked() bool {
-	for pg := d.lru.prev; len(d.pages) > d.maxPages && pg != &d.lru; {
+	for pg := d.lru.prev; d.npg > d.maxPages && pg != &d.lru; {
 		prev := pg.prev
-		if !pg.dirty && pg.writing == 0 {
+		switch {
+		case pg.ref:
+			pg.ref = false
 			pg.prev.next, pg.next.prev = pg.next, pg.prev
-			delete(d.pages, pg.idx)
-			d.cached.Store(int64(len(d.pages)))
+			pg.next, pg.prev = d.lru.next, &d.lru
+			d.lru.next.prev = pg
+			d.lru.next = pg
+		case !pg.dirty && pg.writing == 0:
+			pg.prev.next, pg.next.prev = pg.next, pg.prev
+			d.dropLocked(pg.idx)
 		}
 		pg = prev
 	}
-	return len(d.pages) > d.maxPages && d.nDirty > 0
+	return d.npg > d.maxPages && d.nDirty > 0
+}
+
+// dropLocked removes page idx from the table. Callers hold mu.
+func (d *Dev) dropLocked(idx int64) {
+	c := d.dir[idx>>chunkShift]
+	c.pgs[idx&(chunkPages-1)] = nil
+	if c.n--; c.n == 0 {
+		d.dir[idx>>chunkShift] = nil
+	}
+	d.npg--
+	d.cached.Store(int64(d.npg))
 }
 
 // flushDirty writes every dirty page back (not synced).
@@ -502,14 +572,16 @@ func (d *Dev) flushDirty() error {
 func (d *Dev) verify(buf []byte, a0 int64) error {
 	b0 := a0 / BlockSize
 	n := (int64(len(buf)) + BlockSize - 1) / BlockSize
-	ep, err := d.entries(b0, n)
-	if err != nil {
+	var small [smallEntries]uint32
+	es, ep := d.scratch(small[:], n)
+	if err := d.entries(b0, es); err != nil {
+		d.putEntries(ep)
 		return err
 	}
 	var bad []int64
 	for k := int64(0); k < n; k++ {
 		blk := buf[k*BlockSize : min(int64(len(buf)), (k+1)*BlockSize)]
-		if !Matches(blk, (*ep)[k]) {
+		if !Matches(blk, es[k]) {
 			bad = append(bad, k)
 		}
 	}
@@ -550,10 +622,7 @@ func (d *Dev) recheck(b int64, blk []byte) (bool, error) {
 	if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
 		return false, err
 	}
-	var e uint32
-	d.mu.Lock()
-	err := d.forEntries(b, 1, func(pg *page, i int, _ int64) { e = Entry(pg.buf, i) })
-	d.mu.Unlock()
+	e, err := d.entry(b)
 	if err != nil {
 		return false, err
 	}
@@ -570,16 +639,7 @@ func (d *Dev) recheck(b int64, blk []byte) (bool, error) {
 // store sets the entries of blocks [b0, b0+len(es)).
 func (d *Dev) store(b0 int64, es []uint32) error {
 	d.mu.Lock()
-	err := d.forEntries(b0, int64(len(es)), func(pg *page, i int, k int64) {
-		if Entry(pg.buf, i) == es[k] {
-			return
-		}
-		setEntry(pg.buf, i, es[k])
-		if !pg.dirty {
-			pg.dirty = true
-			d.nDirty++
-		}
-	})
+	err := d.storeLocked(b0, es)
 	flush := d.evictLocked() || d.nDirty > d.maxPages/2
 	d.mu.Unlock()
 	if flush {
@@ -588,6 +648,30 @@ func (d *Dev) store(b0 int64, es []uint32) error {
 		}
 	}
 	return err
+}
+
+// storeLocked sets the entries of blocks [b0, b0+len(es)). Callers hold
+// mu.
+func (d *Dev) storeLocked(b0 int64, es []uint32) error {
+	for k := 0; k < len(es); {
+		b := b0 + int64(k)
+		pg, err := d.pageLocked(b / PerPage)
+		if err != nil {
+			return err
+		}
+		i := int(b % PerPage)
+		for ; i < PerPage && k < len(es); i, k = i+1, k+1 {
+			if Entry(pg.buf, i) == es[k] {
+				continue
+			}
+			setEntry(pg.buf, i, es[k])
+			if !pg.dirty {
+				pg.dirty = true
+				d.nDirty++
+			}
+		}
+	}
+	return nil
 }
 
 // edge computes the new entry of block b when [lo, hi) of it (block
@@ -601,10 +685,7 @@ func (d *Dev) edge(b int64, lo, hi int64, src []byte) (uint32, error) {
 	if _, err := d.inner.ReadAt(blk, d.dataOff+b*BlockSize); err != nil {
 		return 0, err
 	}
-	var old uint32
-	d.mu.Lock()
-	err := d.forEntries(b, 1, func(pg *page, i int, _ int64) { old = Entry(pg.buf, i) })
-	d.mu.Unlock()
+	old, err := d.entry(b)
 	if err != nil {
 		return 0, err
 	}
@@ -637,13 +718,11 @@ func (d *Dev) getEntries(n int64) *[]uint32 {
 	return ep
 }
 
-// sums computes the entries for writing p at data-region offset rel:
-// whole blocks from p, partial blocks by reading them (edge). The entries
-// are in a pooled slice (putEntries).
-func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
+// sums computes into es (one entry per block touched) the entries for
+// writing p at data-region offset rel: whole blocks from p, partial blocks
+// by reading them (edge).
+func (d *Dev) sums(p []byte, rel, n int64, es []uint32) error {
 	b0, b1 := rel/BlockSize, (rel+n-1)/BlockSize
-	ep := d.getEntries(b1 - b0 + 1)
-	es := *ep
 	summed := int64(0)
 	defer func() { d.summed.Add(summed) }()
 	for b := b0; b <= b1; b++ {
@@ -665,12 +744,18 @@ func (d *Dev) sums(p []byte, rel, n int64) (*[]uint32, int64, error) {
 		summed++
 		e, err := d.edge(b, lo-bs, hi-bs, src)
 		if err != nil {
-			d.putEntries(ep)
-			return nil, 0, err
+			return err
 		}
 		es[b-b0] = e
 	}
-	return ep, b0, nil
+	return nil
+}
+
+// blocks returns the first and the number of blocks that data-region
+// bytes [rel, rel+n) touch (n > 0).
+func blocks(rel, n int64) (int64, int64) {
+	b0 := rel / BlockSize
+	return b0, (rel+n-1)/BlockSize - b0 + 1
 }
 
 // WriteAt writes p and stores the checksums of the blocks it touches. A
@@ -684,17 +769,19 @@ func (d *Dev) WriteAt(p []byte, off int64) (int, error) {
 	}
 	rel := off - d.dataOff
 	n := int64(len(p))
-	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
+	b0, nb := blocks(rel, n)
+	mask := d.lockRange(b0, b0+nb-1)
 	defer d.unlock(mask)
-	ep, b0, err := d.sums(p, rel, n)
-	if err != nil {
+	var small [smallEntries]uint32
+	es, ep := d.scratch(small[:], nb)
+	defer d.putEntries(ep)
+	if err := d.sums(p, rel, n, es); err != nil {
 		return 0, err
 	}
-	defer d.putEntries(ep)
 	if _, err := d.inner.WriteAt(p, off); err != nil {
 		return 0, err
 	}
-	if err := d.store(b0, *ep); err != nil {
+	if err := d.store(b0, es); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -728,17 +815,18 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 	if d.vec == nil || !whole {
 		return d.writeEach(bufs, off)
 	}
-	ep := d.getEntries(total / BlockSize)
+	var small [smallEntries]uint32
+	es, ep := d.scratch(small[:], total/BlockSize)
 	defer d.putEntries(ep)
 	k := 0
 	for _, b := range bufs {
 		for i := 0; i < len(b); i += BlockSize {
-			(*ep)[k] = Sum(b[i : i+BlockSize])
+			es[k] = Sum(b[i : i+BlockSize])
 			k++
 		}
 	}
 	d.summed.Add(int64(k))
-	return d.writeBlocks(bufs, off, total, *ep)
+	return d.writeBlocks(bufs, off, total, es)
 }
 
 // dsyncWriter is implemented by members that make one vectored write
@@ -836,17 +924,19 @@ func (d *Dev) Discard(off, n int64) error {
 		return nil
 	}
 	rel := off - d.dataOff
-	mask := d.lockRange(rel/BlockSize, (rel+n-1)/BlockSize)
+	b0, nb := blocks(rel, n)
+	mask := d.lockRange(b0, b0+nb-1)
 	defer d.unlock(mask)
-	ep, b0, err := d.sums(nil, rel, n)
-	if err != nil {
+	var small [smallEntries]uint32
+	es, ep := d.scratch(small[:], nb)
+	defer d.putEntries(ep)
+	if err := d.sums(nil, rel, n, es); err != nil {
 		return err
 	}
-	defer d.putEntries(ep)
 	if err := d.inner.Discard(off, n); err != nil {
 		return err
 	}
-	return d.store(b0, *ep)
+	return d.store(b0, es)
 }
 
 // Sync writes the dirty checksum pages back and then syncs the wrapped
@@ -890,13 +980,11 @@ func (d *Dev) ReadLost(p []byte, off int64) (int, []int64, error) {
 			break
 		}
 		blk := p[d.dataOff+rel-off : d.dataOff+end-off]
-		ep, err := d.entries(b, 1)
+		e, err := d.entry(b)
 		if err != nil {
 			return n, bad, err
 		}
-		ok := Matches(blk, (*ep)[0])
-		d.putEntries(ep)
-		if !ok {
+		if !Matches(blk, e) {
 			bad = append(bad, rel)
 		}
 	}
@@ -969,6 +1057,7 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 	sealed := 0
 	const step = 64 * BlockSize
 	buf := make([]byte, step)
+	var ents [step / BlockSize]uint32
 	for o := rel; o < end; o += step {
 		k := min(step, end-o)
 		b0, nb := o/BlockSize, (k+BlockSize-1)/BlockSize
@@ -977,14 +1066,13 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 			if _, err := d.inner.ReadAt(buf[:k], d.dataOff+o); err != nil {
 				return err
 			}
-			ep, err := d.entries(b0, nb)
-			if err != nil {
+			es := ents[:nb]
+			if err := d.entries(b0, es); err != nil {
 				return err
 			}
-			defer d.putEntries(ep)
 			for j := int64(0); j < nb; j++ {
 				blk := buf[j*BlockSize : min(k, (j+1)*BlockSize)]
-				if reseals(blk, (*ep)[j]) {
+				if reseals(blk, es[j]) {
 					if err := d.store(b0+j, []uint32{Sum(blk)}); err != nil {
 						return err
 					}
@@ -1011,13 +1099,14 @@ func (d *Dev) Verify(p []byte, rel int64) (bool, error) {
 		return false, fmt.Errorf("%w: Verify of [%d, +%d) is not block-aligned inside the data region", ErrConfig, rel, len(p))
 	}
 	n := (int64(len(p)) + BlockSize - 1) / BlockSize
-	ep, err := d.entries(rel/BlockSize, n)
-	if err != nil {
+	var small [smallEntries]uint32
+	es, ep := d.scratch(small[:], n)
+	defer d.putEntries(ep)
+	if err := d.entries(rel/BlockSize, es); err != nil {
 		return false, err
 	}
-	defer d.putEntries(ep)
 	for k := int64(0); k < n; k++ {
-		if !Matches(p[k*BlockSize:min(int64(len(p)), (k+1)*BlockSize)], (*ep)[k]) {
+		if !Matches(p[k*BlockSize:min(int64(len(p)), (k+1)*BlockSize)], es[k]) {
 			return false, nil
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -89,6 +90,54 @@ func TestRoundTrip(t *testing.T) {
 	assert.Zero(t, d.Stats().Mismatches)
 	assert.Zero(t, d2.Stats().Mismatches)
 	assert.LessOrEqual(t, d.Stats().CachedPages, int64(2))
+}
+
+// areaReads counts the reads of a member's checksum area (page loads).
+type areaReads struct {
+	*member.Memory
+	n atomic.Int64
+}
+
+func (m *areaReads) ReadAt(p []byte, off int64) (int, error) {
+	if off >= areaOff && off < dataOff {
+		m.n.Add(1)
+	}
+	return m.Memory.ReadAt(p, off)
+}
+
+// TestCacheBound: the page cache stays within CachePages when every page
+// in it was used since the last eviction (each gets one second chance,
+// then clean pages go), and a page used between the loads of the others
+// stays cached, as it would under LRU.
+func TestCacheBound(t *testing.T) {
+	const size = 4 * 1023 * 4096 // 4 pages
+	m := &areaReads{Memory: member.NewMemory(dataOff + size)}
+	d, err := integrity.New(m, integrity.Config{DataOffset: dataOff, DataSize: size, AreaOffset: areaOff, CachePages: 2})
+	require.NoError(t, err)
+	p := make([]byte, 4096)
+	read := func(page int64) {
+		t.Helper()
+		_, err := d.ReadAt(p, dataOff+page*1023*4096)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, d.Stats().CachedPages, int64(2))
+	}
+	// Every cached page used twice before the next load.
+	for round := 0; round < 3; round++ {
+		for pg := int64(0); pg < 4; pg++ {
+			read(pg)
+			read(pg)
+			read((pg + 3) % 4)
+		}
+	}
+	// Page 0 is hot: it is loaded once, the others at each use.
+	read(1)
+	read(2)
+	m.n.Store(0)
+	for i := 0; i < 12; i++ {
+		read(0)
+		read(1 + int64(i%3))
+	}
+	assert.Equal(t, int64(1+12), m.n.Load(), "page loads")
 }
 
 // TestDetectsFlip flips a data byte and a checksum-page byte.

@@ -57,7 +57,10 @@
 //     a fresh entry), and the page is written back with a fresh page CRC.
 //   - Crash consistency: entries are cached (Config.CachePages) and written
 //     back by Sync before the device is synced, or earlier when the cache
-//     is full. After a crash a block and its entry may disagree only in
+//     is full. Over the bound, clean pages are dropped in CLOCK order: a
+//     page used since the scan last passed it gets a second chance, so a
+//     page in use stays, as under LRU, without reordering a list on every
+//     use. After a crash a block and its entry may disagree only in
 //     regions that package raid's write-intent bitmap marks dirty (a bit is
 //     on disk before any write to its region and cleared only after a
 //     Sync). raid marks those ranges Unseal: there a mismatch is resolved
@@ -72,8 +75,9 @@
 //     device stores the same entries it would have computed. A write that
 //     does not cover whole blocks computes its own (its partial blocks
 //     depend on each device's old bytes).
-//   - Cost: the hot path allocates nothing (entry slices and the block read
-//     for a partial write are pooled); a read costs one CRC pass over the
+//   - Cost: the hot path allocates nothing (the entries of a request of up
+//     to 64 KiB are on its stack, larger ones and the block read for a
+//     partial write are pooled); a read costs one CRC pass over the
 //     bytes just read, while they are in cache, and one cache lookup per
 //     request; a write one CRC pass and the cache update. Checksum pages
 //     are written only by Sync, or when dirty pages fill half the cache.
@@ -81,6 +85,7 @@
 //     write there (raid's write-hole log record) stays one request.
 //   - Concurrency: all methods may be called concurrently on any ranges.
 //     Writes, discards and re-verification of a block take a lock per 64
-//     KiB granule (striped); the page cache has one mutex. Lock order:
-//     granule locks (ascending), flushMu, mu.
+//     KiB granule (striped); the page cache has one mutex, taken once per
+//     request to read the entries (a table lookup per page) and once to
+//     store them. Lock order: granule locks (ascending), flushMu, mu.
 package integrity

@@ -131,8 +131,10 @@ func Open(path string, opts Options) (*File, error) {
 		_ = f.Close()
 		return nil, err
 	}
+	memFS := !m.block && onMemoryFS(m.rc)
+	m.tail.holeFaults = memFS
 	m.initTail()
-	m.inMemory = !m.block && !m.direct && onMemoryFS(m.rc)
+	m.inMemory = memFS && !m.direct
 	m.initMapping()
 	m.rq.max = min(m.maxIO, maxBounce)
 	return m, nil

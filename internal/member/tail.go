@@ -29,13 +29,17 @@ import (
 //     (and so every write ending at Size) keeps the fstat, and a read
 //     there meets end-of-file. Either reports the shrink.
 //
-// The mapping exists only while the last page holds data written through
-// this File (found at Open with SEEK_DATA, or made by a write into that
-// page): faulting in a hole would allocate a page on tmpfs and turn the
-// hole into data. Discard, Trim and ZeroRange reaching into the last page
-// drop it for the same reason, and so does Close. A probe that faults on a
-// file that fstat finds intact (a file system whose mappings misbehave)
-// drops it for good. Without a mapping, every write makes the fstat.
+// On a file system that keeps its files on disk the last page is mapped
+// at Open, hole or not: faulting in a hole there fills a page of the page
+// cache with zeroes and allocates nothing on disk (the page stays a hole
+// for SEEK_DATA). On tmpfs and ramfs (holeFaults) a fault on a hole
+// allocates the page and turns the hole into data, so there the mapping
+// exists only while the last page holds data written through this File
+// (found at Open with SEEK_DATA, made by a write into that page, or by
+// ReserveTail), and Discard, Trim and ZeroRange reaching into the last
+// page drop it. Close drops it everywhere. A probe that faults on a file
+// that fstat finds intact (a file system whose mappings misbehave) drops
+// it for good. Without a mapping, every write makes the fstat.
 
 // tailProbe is a File's mapping of its last page.
 type tailProbe struct {
@@ -43,6 +47,9 @@ type tailProbe struct {
 	mem   []byte       // nil: no mapping, writes fstat
 	start int64        // file offset of the last page: Size-1 rounded down to the page size
 	never bool         // mappings failed or misbehaved: never map again
+	// holeFaults: the file is on tmpfs or ramfs, where faulting in a
+	// hole allocates it; map the last page only while it holds data.
+	holeFaults bool
 }
 
 // initTail sets up the probe of a regular file opened for writing.
@@ -52,7 +59,7 @@ func (m *File) initTail() {
 		return
 	}
 	m.tail.start = (m.size - 1) &^ int64(os.Getpagesize()-1)
-	if m.HasData(m.tail.start, m.size-m.tail.start) {
+	if !m.tail.holeFaults || m.HasData(m.tail.start, m.size-m.tail.start) {
 		m.mapTail()
 	}
 }
@@ -150,9 +157,10 @@ func (m *File) hasTail() bool {
 }
 
 // dropTailFor drops the mapping before [off, off+n) is discarded or zeroed
-// if the range reaches into the last page, which may become a hole.
+// if the range reaches into the last page, which may become a hole (on
+// tmpfs and ramfs only: elsewhere a mapped hole costs nothing).
 func (m *File) dropTailFor(off, n int64) {
-	if !m.block && off+n > m.tail.start && m.hasTail() {
+	if !m.block && m.tail.holeFaults && off+n > m.tail.start && m.hasTail() {
 		m.unmapTail(false)
 	}
 }
@@ -160,14 +168,16 @@ func (m *File) dropTailFor(off, n int64) {
 // ReserveTail tells the member that the array keeps nothing in [from,
 // Size): the space past its data region, which no write of the array
 // ever reaches (a member's size is rarely a whole number of chunks past
-// its header). If the last page lies in that range and holds no data, it
-// is written with zeroes once, so that the size check after each write
-// loads from its mapping instead of making an fstat: without it, a member
-// whose last page is never written pays one fstat per write for as long
-// as it is open. Nothing happens on block devices, read-only members,
-// members opened over data in their last page, or when from reaches into
-// the last page (the array's own writes put data there). A failed write
-// is returned; the member then keeps the fstat.
+// its header). On tmpfs and ramfs, if the last page lies in that range
+// and holds no data, it is written with zeroes once, so that the size
+// check after each write loads from its mapping instead of making an
+// fstat: without it, such a member whose last page is never written pays
+// one fstat per write for as long as it is open. Nothing happens
+// elsewhere (the last page is mapped already, hole or not), on block
+// devices, read-only members, members opened over data in their last
+// page, or when from reaches into the last page (the array's own writes
+// put data there). A failed write is returned; the member then keeps the
+// fstat.
 func (m *File) ReserveTail(from int64) error {
 	if m.block || m.readOnly || from > m.tail.start || m.hasTail() {
 		return nil

@@ -39,7 +39,8 @@ import (
 // before its row's writes adds a flush per batch of concurrent records.
 // Besides MB/s, each run reports cpu-ns/op: the process's user and system
 // CPU time per write (workers included), which a machine shared with
-// other work disturbs much less than wall time.
+// other work disturbs much less than wall time; and with the log, the
+// records (recs/op) and checkpoints (ckpts/op) per write.
 func BenchmarkWriteHole(b *testing.B) {
 	type workload struct {
 		name    string
@@ -90,6 +91,10 @@ func BenchmarkWriteHole(b *testing.B) {
 					b.SetBytes(w.size)
 					b.ReportAllocs()
 					off := int64(0)
+					var j0 raid.JournalStatus
+					if st := a.Status().Journal; st != nil {
+						j0 = *st
+					}
 					cpu0 := cpuTime()
 					for b.Loop() {
 						if w.random {
@@ -106,6 +111,10 @@ func BenchmarkWriteHole(b *testing.B) {
 						}
 					}
 					b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+					if st := a.Status().Journal; st != nil {
+						b.ReportMetric(float64(st.Records-j0.Records)/float64(b.N), "recs/op")
+						b.ReportMetric(float64(st.Checkpoints-j0.Checkpoints)/float64(b.N), "ckpts/op")
+					}
 				})
 			}
 		}

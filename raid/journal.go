@@ -36,7 +36,11 @@ import (
 // the value it had. No data is logged and no data is replayed.
 //
 // P' is computed from what the write has anyway: the new parity minus the
-// written data (P' = P_new + sum over W of the current bytes).
+// written data (P' = P_new + sum over W of the current bytes). When W holds
+// bytes of earlier writes, the row's previous record's P', kept in memory
+// for the last few rows (takeCached), gives it without those bytes: P' =
+// the previous P' + the old bytes of the write's own spans outside the
+// previous W, which a read-modify-write reads anyway.
 //
 // W must hold every byte of the range whose current value may not be on
 // disk: a byte written by an earlier write that neither a FLUSH (Sync) nor
@@ -337,10 +341,26 @@ func decodeLogHeader(b []byte, uuid [16]byte) (epoch uint64, version int, err er
 }
 
 // rowEntry is what a row with a record in the current epoch keeps: the
-// spans its records wrote that no Sync or FUA has made durable since.
+// spans its records wrote that no Sync or FUA has made durable since, and,
+// for the rows of the last few records (j.cached), that record's partial
+// parities (see takeCached).
 type rowEntry struct {
+	row   int64
 	spans []Span
+
+	// The row's last record, when cached: its partial parities over
+	// [plo, phi) (pp, pq: views of the chunk buffers pbuf, qbuf of
+	// a.bufPool; nil when the record did not log that parity) and its W.
+	cached     bool
+	plo, phi   int64
+	pp, pq     []byte
+	pbuf, qbuf *[]byte
+	w          []Span
 }
+
+// maxCachedRows bounds the rows whose last record's partial parities are
+// kept in memory (each one or two chunks).
+const maxCachedRows = 4
 
 // journal is the runtime side of the log areas of one array.
 type journal struct {
@@ -366,6 +386,9 @@ type journal struct {
 	rows   map[int64]*rowEntry // rows with a record in this epoch
 	free   []*rowEntry
 	nrows  atomic.Int64
+	// cached lists the rows whose entry holds its last record's partial
+	// parities, oldest first (at most maxCachedRows).
+	cached []int64
 
 	bufs sync.Pool
 
@@ -494,6 +517,7 @@ func (op *Op) EndRow() {
 		return
 	}
 	op.unplanLogs()
+	op.releaseLogBufs()
 	if op.journaled {
 		op.Run()
 		op.journaled = false
@@ -514,8 +538,19 @@ type RowLog struct {
 	Extra bool
 	// Zero says W covers every data byte of the range, so the partial
 	// parities are zero: the Layout computes nothing and calls Op.LogRow
-	// (P and Q are nil).
+	// (P and Q are nil). Extra is then false: nothing needs reading.
 	Zero bool
+	// Cached says P (and Q) already hold the partial parities of the
+	// row's previous record over [Lo, Hi), whose W covers every span of
+	// W but the write's own bytes in Fold (spans of own, by data index,
+	// sorted): P' = that partial parity + the current (old) bytes of
+	// Fold. A read-modify-write, which reads the old bytes of its own
+	// spans, XORs those of Fold into P (Q: weighted) and calls
+	// Op.LogRow without computing the partial parity from the new
+	// parity; it need not know W's other bytes, so Extra does not
+	// concern it. A reconstruct-write computes P and Q as without Cached.
+	Cached bool
+	Fold   []Span
 	// W is the data the record treats as written: per data index, sorted,
 	// disjoint spans inside [Lo, Hi).
 	W []Span
@@ -536,12 +571,13 @@ type RowLog struct {
 // valid until the next call.
 func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	rl := &op.rowLog
-	*rl = RowLog{W: rl.W[:0], own: own, row: row, lo: lo, hi: hi, pm: -1, qm: -1}
+	*rl = RowLog{W: rl.W[:0], Fold: rl.Fold[:0], own: own, row: row, lo: lo, hi: hi, pm: -1, qm: -1}
 	j := op.a.journal
 	if j == nil || !op.inRow {
 		return rl
 	}
 	op.unplanLogs()
+	op.releaseLogBufs()
 	geo := op.geo
 	rl.pm = geo.ParityMember(row)
 	if geo.Level() == stripe.RAID6 {
@@ -594,7 +630,7 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 		// Every byte the parity carries is being written: no hole. But a
 		// row with a record in the epoch records every write, lest the
 		// replay end on a stale record; the partial parity is zero.
-		rl.Need, rl.Zero = inEpoch, true
+		rl.Need, rl.Zero, rl.Extra = inEpoch, true, false
 		rl.logP, rl.logQ = logP, logQ
 		return rl
 	case inEpoch || missing < geo.Tolerance():
@@ -610,16 +646,124 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	}
 	rl.logP, rl.logQ = logP, logQ
 	if rl.Need {
+		if rl.Extra {
+			op.takeCached(rl)
+		}
 		if logP {
-			rl.P = op.Buf(hi - lo)
+			if rl.P == nil {
+				rl.P = op.logBuf(0, hi-lo)
+			}
 			op.planLog(rl.pm)
 		}
 		if logQ {
-			rl.Q = op.Buf(hi - lo)
+			if rl.Q == nil {
+				rl.Q = op.logBuf(1, hi-lo)
+			}
 			op.planLog(rl.qm)
 		}
 	}
 	return rl
+}
+
+// logBuf returns n bytes of a chunk buffer for the partial parity k (0: P,
+// 1: Q) of the row's record. The op holds the buffer until the record is
+// written, when the row's entry keeps it (keep), or until EndRow.
+func (op *Op) logBuf(k int, n int64) []byte {
+	b := op.a.bufPool.Get().(*[]byte)
+	op.logBufs[k] = b
+	return (*b)[:n]
+}
+
+// releaseLogBufs returns the record buffers the op still holds.
+func (op *Op) releaseLogBufs() {
+	for k, b := range op.logBufs {
+		if b != nil {
+			op.a.bufPool.Put(b)
+			op.logBufs[k] = nil
+		}
+	}
+}
+
+// takeCached lets the record rl plans start from the partial parities of
+// the row's previous record, kept in memory, when that is possible: the
+// previous record logged the same parities over a range holding [lo, hi),
+// and every byte of its W in [lo, hi) is in rl.W. Every byte of the range
+// outside the previous W then still has the value that record saw (a
+// later write of the row would have a later record), so P' = the previous
+// P' + the old bytes of the write's own spans outside the previous W
+// (rl.Fold). The previous record's buffers pass to the op, which computes
+// the new partial parities in them: a sequence of partial writes to one
+// row (64 KiB sequential writes without the stripe cache) can then
+// read-modify-write, where knowing the bytes of W that earlier writes left
+// non-durable takes a reconstruct-write (a read of the whole range) without
+// them.
+func (op *Op) takeCached(rl *RowLog) {
+	j := op.a.journal
+	j.rowsMu.Lock()
+	defer j.rowsMu.Unlock()
+	e := j.rows[rl.row]
+	if e == nil || !e.cached || (e.pp != nil) != rl.logP || (e.pq != nil) != rl.logQ || rl.lo < e.plo || rl.hi > e.phi {
+		return
+	}
+	for _, c := range e.w {
+		if a, b := max(c.A, rl.lo), min(c.B, rl.hi); a < b && !covers(rl.W, c.Index, a, b) {
+			return // a byte the previous P' leaves out is left out of W
+		}
+	}
+	fold := rl.Fold[:0]
+	for _, s := range rl.own {
+		fold = subtractSpans(fold, s, e.w)
+	}
+	rl.Fold, rl.Cached = fold, true
+	if e.pp != nil {
+		rl.P, op.logBufs[0] = e.pp[rl.lo-e.plo:rl.hi-e.plo], e.pbuf
+	}
+	if e.pq != nil {
+		rl.Q, op.logBufs[1] = e.pq[rl.lo-e.plo:rl.hi-e.plo], e.qbuf
+	}
+	e.pp, e.pq, e.pbuf, e.qbuf = nil, nil, nil, nil
+	j.uncache(e)
+}
+
+// subtractSpans appends to dst the parts of s outside spans (sorted by
+// index and start, disjoint).
+func subtractSpans(dst []Span, s Span, spans []Span) []Span {
+	at := s.A
+	for _, c := range spans {
+		if c.Index != s.Index || c.B <= at {
+			continue
+		}
+		if c.A >= s.B {
+			break
+		}
+		if c.A > at {
+			dst = append(dst, Span{s.Index, at, c.A})
+		}
+		at = max(at, c.B)
+	}
+	if at < s.B {
+		dst = append(dst, Span{s.Index, at, s.B})
+	}
+	return dst
+}
+
+// uncache drops the partial parities e keeps, returning their buffers;
+// j.rowsMu is held.
+func (j *journal) uncache(e *rowEntry) {
+	if !e.cached {
+		return
+	}
+	for _, b := range [2]*[]byte{e.pbuf, e.qbuf} {
+		if b != nil {
+			j.a.bufPool.Put(b)
+		}
+	}
+	e.pp, e.pq, e.pbuf, e.qbuf, e.cached = nil, nil, nil, nil, false
+	clear(e.w)
+	e.w = e.w[:0]
+	if i := slices.Index(j.cached, e.row); i >= 0 {
+		j.cached = slices.Delete(j.cached, i, i+1)
+	}
 }
 
 // planLog counts the row's record as planned for member m's log, so that
@@ -761,29 +905,51 @@ func (op *Op) LogRow(rl *RowLog) error {
 		op.dropBatch(op.rowMark)
 		return err
 	}
-	j.keep(rl.row, rl.own)
+	j.keep(op, rl)
 	op.journaled = true
 	return nil
 }
 
-// keep records that row has a record in this epoch, whose write wrote w
-// (the spans of W it did not write are kept already).
-func (j *journal) keep(row int64, w []Span) {
+// keep records that rl's row has a record in this epoch, whose write
+// wrote rl.own (the spans of W it did not write are kept already), and
+// keeps the record's partial parities, in the buffers the op got for them
+// (logBuf, takeCached), as the row's last (takeCached), dropping those of
+// the row that had them longest when more than maxCachedRows rows have
+// them.
+func (j *journal) keep(op *Op, rl *RowLog) {
 	j.rowsMu.Lock()
 	defer j.rowsMu.Unlock()
-	e := j.rows[row]
+	e := j.rows[rl.row]
 	if e == nil {
 		if n := len(j.free); n > 0 {
 			e, j.free = j.free[n-1], j.free[:n-1]
 		} else {
 			e = &rowEntry{}
 		}
-		j.rows[row] = e
+		e.row = rl.row
+		j.rows[rl.row] = e
 		j.nrows.Add(1)
 	}
-	e.spans = append(e.spans, w...)
+	e.spans = append(e.spans, rl.own...)
 	if len(e.spans) > maxRowSpans {
 		j.need.Store(true)
+	}
+	j.uncache(e)
+	if rl.Zero || (op.logBufs[0] == nil && op.logBufs[1] == nil) {
+		return
+	}
+	e.cached, e.plo, e.phi = true, rl.lo, rl.hi
+	if rl.logP {
+		e.pp, e.pbuf = rl.P, op.logBufs[0]
+	}
+	if rl.logQ {
+		e.pq, e.qbuf = rl.Q, op.logBufs[1]
+	}
+	op.logBufs = [2]*[]byte{}
+	e.w = append(e.w[:0], rl.W...)
+	j.cached = append(j.cached, rl.row)
+	if len(j.cached) > maxCachedRows {
+		j.uncache(j.rows[j.cached[0]])
 	}
 }
 
@@ -1039,11 +1205,13 @@ func (j *journal) checkpoint(op *Op) {
 	}
 	j.rowsMu.Lock()
 	for r, e := range j.rows {
+		j.uncache(e)
 		clear(e.spans)
 		e.spans = e.spans[:0]
 		j.free = append(j.free, e)
 		delete(j.rows, r)
 	}
+	j.cached = j.cached[:0]
 	j.nrows.Store(0)
 	j.rowsMu.Unlock()
 	j.view = v

@@ -208,6 +208,7 @@ type Op struct {
 	logPend          [2]pendingRec // the record's places in its logs' queues
 	logPlan          [2]int        // the logs the row's record is planned for (logQueue.planned)
 	nLogPlan         int
+	logBufs          [2]*[]byte // the buffers of the row's record's P' and Q' (logBuf)
 
 	// sums are the shared checksums of writes of the same buffers to
 	// several members (checksums.go); the first nSums are in use.

@@ -184,7 +184,8 @@ func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, pbuf []byte, 
 	if !rl.Need {
 		return nil
 	}
-	if rl.Zero {
+	if rl.Zero || (rl.Cached && cur == nil) {
+		// Zero: nothing to compute; Cached, from rmw: P holds P' already.
 		if op.LogRow(rl) != nil {
 			return errRetry
 		}
@@ -235,7 +236,7 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 		switch {
 		case w.Touched(xi):
 			return l.rcw(op, w, rl, pm, x, !w.Covers(xi))
-		case rl.Extra:
+		case rl.Extra && !rl.Cached:
 			return l.rcw(op, w, rl, pm, x, true)
 		}
 		return l.rmw(op, w, rl, pm)
@@ -243,7 +244,8 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 	// Healthy row, or parity being rebuilt (writable, unreadable). Fewest
 	// member reads wins; on a tie, fewest bytes read. A record whose W
 	// holds bytes of earlier writes needs their current value: a
-	// reconstruct-write reads it.
+	// reconstruct-write reads it, unless the record starts from the
+	// previous one's (rl.Cached), which a read-modify-write can.
 	width := w.Hi - w.Lo
 	rmwReads, rcwReads := 1, 0
 	rmwBytes, rcwBytes := width, int64(0)
@@ -257,7 +259,7 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 			rcwBytes += width
 		}
 	}
-	if x == pm || rl.Extra || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+	if x == pm || (rl.Extra && !rl.Cached) || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
 		return l.rcw(op, w, rl, pm, -1, false)
 	}
 	return l.rmw(op, w, rl, pm)
@@ -343,6 +345,13 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 	op.Read(pm, pbuf, w.Base+w.Lo)
 	if op.Run() != 0 {
 		return errRetry
+	}
+	if rl.Need && rl.Cached {
+		// P' = the previous record's + the old bytes of Fold.
+		for _, s := range rl.Fold {
+			d := old[s.Index][s.A-w.A[s.Index] : s.B-w.A[s.Index]]
+			subtle.XORBytes(rl.P[s.A-w.Lo:s.B-w.Lo], rl.P[s.A-w.Lo:s.B-w.Lo], d)
+		}
 	}
 	for i := 0; i < l.dk; i++ {
 		if w.Touched(i) {

@@ -236,7 +236,9 @@ func (l *Layout) logRow(op *raid.Op, w *rowWrite, rl *raid.RowLog, p, q []byte, 
 	if !rl.Need {
 		return nil
 	}
-	if rl.Zero {
+	if rl.Zero || (rl.Cached && cur == nil) {
+		// Zero: nothing to compute; Cached, from rmw: P and Q hold P'
+		// and Q' already.
 		if op.LogRow(rl) != nil {
 			return errRetry
 		}
@@ -293,8 +295,10 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 				}
 			}
 			// A record whose W holds bytes of earlier writes needs their
-			// current value: a reconstruct-write reads it.
-			if rl.Extra || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+			// current value: a reconstruct-write reads it, unless the
+			// record starts from the previous one's (rl.Cached), which a
+			// read-modify-write can.
+			if (rl.Extra && !rl.Cached) || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
 				err = l.rcw(op, w, rl, false)
 			} else {
 				err = l.rmw(op, w, rl)
@@ -405,6 +409,20 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog) error {
 	op.Read(l.g.QMember(w.Row), qbuf, w.Base+w.Lo)
 	if op.Run() != 0 {
 		return errRetry
+	}
+	if rl.Need && rl.Cached {
+		// P' and Q' = the previous record's + the (weighted) old bytes
+		// of Fold; a parity that is not logged goes to scratch.
+		pp, pq := rl.P, rl.Q
+		if pp == nil {
+			pp = op.Buf(width)
+		}
+		if pq == nil {
+			pq = op.Buf(width)
+		}
+		for _, s := range rl.Fold {
+			l.accumulate(op, old[s.Index][s.A-w.A[s.Index]:s.B-w.A[s.Index]], s.Index, pp[s.A-w.Lo:s.B-w.Lo], pq[s.A-w.Lo:s.B-w.Lo])
+		}
 	}
 	for i := 0; i < l.dk; i++ {
 		if w.Touched(i) {

@@ -24,6 +24,10 @@ import (
 //   - "zero": the write that completes the row (a record of zero partial
 //     parity) needs no byte of W and read-modify-writes too.
 //
+// A degraded RAID6 reconstruct-writes such rows all the same
+// ("raid6/degraded"), but computes the second record's partial parities
+// from the first's too.
+//
 // Then the power fails with the parity writes of the row lost and its data
 // writes kept, and the array is assembled without members whose chunks of
 // the row were not written: they read their old bytes, so the records (the
@@ -33,18 +37,19 @@ func TestJournalPartialWritesOfOneRow(t *testing.T) {
 		name  string
 		level stripe.Level
 		n     int
-		// failed: data index (of row 2) failed before the writes, or -1;
+		// failed: data indexes (of row 2) failed before the writes;
 		// writes: the data indexes written, in order; check: the write
-		// that must not read the first one's chunk; missing: data indexes
-		// absent after the crash (failed ones included).
-		failed  int
+		// that must not read the first one's chunk (-1: none); missing:
+		// data indexes absent after the crash (failed ones included).
+		failed  []int
 		writes  []int
 		check   int
 		missing []int
 	}{
-		{"raid5/cached", stripe.RAID5, 4, 2, []int{0, 1}, 1, []int{2}},
-		{"raid5/zero", stripe.RAID5, 4, 1, []int{0, 1, 2}, 2, []int{1}},
-		{"raid6/cached", stripe.RAID6, 8, -1, []int{0, 1}, 1, []int{4, 5}},
+		{"raid5/cached", stripe.RAID5, 4, []int{2}, []int{0, 1}, 1, []int{2}},
+		{"raid5/zero", stripe.RAID5, 4, []int{1}, []int{0, 1, 2}, 2, []int{1}},
+		{"raid6/cached", stripe.RAID6, 8, nil, []int{0, 1}, 1, []int{4, 5}},
+		{"raid6/degraded", stripe.RAID6, 6, []int{2, 3}, []int{0, 1}, -1, []int{2, 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const chunk, row = 16 << 10, 2
@@ -67,8 +72,8 @@ func TestJournalPartialWritesOfOneRow(t *testing.T) {
 			_, err = a.WriteAt(old, 0)
 			require.NoError(t, err)
 			require.NoError(t, a.Sync())
-			if c.failed >= 0 {
-				failRole(t, a, geo.DataMember(row, c.failed))
+			for _, i := range c.failed {
+				failRole(t, a, geo.DataMember(row, i))
 			}
 			want := bytes.Clone(old)
 			for k, i := range c.writes {

@@ -373,6 +373,15 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, full bool) error
 			return err
 		}
 	}
+	// With the previous record's partial parities (rl.Cached), P' and Q'
+	// need only the old bytes of Fold, when the buffers hold them (read or
+	// rebuilt, not yet overlaid): one pass over the write's own bytes
+	// instead of one over every span of W.
+	cur := shards[:l.dk]
+	if rl.Need && rl.Cached && !rl.Zero && l.foldable(w, rl, full) {
+		l.fold(op, w, rl, shards, true)
+		cur = nil
+	}
 	// Overlay the new data on the buffers that were read or rebuilt.
 	for i := 0; i < l.dk; i++ {
 		if w.Touched(i) && (full || !w.Covers(i)) {
@@ -383,13 +392,51 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, full bool) error
 	l.encode(op, shards[:l.dk], pbuf, qbuf)
 	l.queueData(op, w)
 	l.queueParity(op, w, pbuf, qbuf)
-	if err := l.logRow(op, w, rl, pbuf, qbuf, shards[:l.dk]); err != nil {
+	if err := l.logRow(op, w, rl, pbuf, qbuf, cur); err != nil {
 		return err
 	}
 	if reads {
 		op.Run()
 	}
 	return nil
+}
+
+// foldable reports whether rcw's buffers hold the old bytes of every span
+// of rl.Fold: with full every data chunk of the range was read or rebuilt,
+// else those the write does not cover.
+func (l *Layout) foldable(w *rowWrite, rl *raid.RowLog, full bool) bool {
+	if full {
+		return true
+	}
+	for _, s := range rl.Fold {
+		if w.Covers(s.Index) {
+			return false
+		}
+	}
+	return true
+}
+
+// fold sets rl.P and rl.Q, which hold the row's previous record's partial
+// parities (rl.Cached), to this record's: it adds the old bytes of each
+// span of rl.Fold, old[i] holding data index i's (over [Lo, Hi) when
+// whole is set, else over [A[i], B[i])). A parity that is not logged goes
+// to scratch.
+func (l *Layout) fold(op *raid.Op, w *rowWrite, rl *raid.RowLog, old [][]byte, whole bool) {
+	width := w.Hi - w.Lo
+	pp, pq := rl.P, rl.Q
+	if pp == nil {
+		pp = op.Buf(width)
+	}
+	if pq == nil {
+		pq = op.Buf(width)
+	}
+	for _, s := range rl.Fold {
+		at := w.A[s.Index]
+		if whole {
+			at = w.Lo
+		}
+		l.accumulate(op, old[s.Index][s.A-at:s.B-at], s.Index, pp[s.A-w.Lo:s.B-w.Lo], pq[s.A-w.Lo:s.B-w.Lo])
+	}
 }
 
 // rmw is read-modify-write on a healthy row: for each written range,
@@ -412,17 +459,8 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog) error {
 	}
 	if rl.Need && rl.Cached {
 		// P' and Q' = the previous record's + the (weighted) old bytes
-		// of Fold; a parity that is not logged goes to scratch.
-		pp, pq := rl.P, rl.Q
-		if pp == nil {
-			pp = op.Buf(width)
-		}
-		if pq == nil {
-			pq = op.Buf(width)
-		}
-		for _, s := range rl.Fold {
-			l.accumulate(op, old[s.Index][s.A-w.A[s.Index]:s.B-w.A[s.Index]], s.Index, pp[s.A-w.Lo:s.B-w.Lo], pq[s.A-w.Lo:s.B-w.Lo])
-		}
+		// of Fold.
+		l.fold(op, w, rl, old, false)
 	}
 	for i := 0; i < l.dk; i++ {
 		if w.Touched(i) {

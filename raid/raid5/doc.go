@@ -38,7 +38,9 @@
 // which data bytes the record treats as written (W: the write's own, and
 // those of earlier writes to the row not yet durable; when W holds bytes
 // the write does not write, the plan is a reconstruct-write, which reads
-// them). Once the new parity is computed and the member writes are
+// them, unless the row's previous record's partial parity is kept in
+// memory (RowLog.Cached): then a read-modify-write adds the old bytes of
+// its own spans outside that record's W to it). Once the new parity is computed and the member writes are
 // queued, and before they run, the Layout sets the partial parity
 // P' = P + (the current data of W), the XOR of the data the write leaves
 // alone over [Lo, Hi), and Op.LogRow appends it to the log area of the

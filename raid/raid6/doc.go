@@ -57,6 +57,10 @@
 // Q' = Q + (the sum of 2^i times data index i's current bytes in W), both
 // computed in one pass (accumulate), and goes to the log areas of the
 // row's P and Q members (both, so one survives the loss of the other).
+// When the row's previous record's partial parities are kept in memory
+// (RowLog.Cached), a read-modify-write, or a reconstruct-write that read
+// or rebuilt the old bytes of the write's own spans, adds those bytes to
+// them instead of computing over all of W.
 // Full-stripe rows record nothing, unless the row already has a record in
 // the log's epoch. See raid/journal.go and the README.
 //

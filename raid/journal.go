@@ -586,7 +586,20 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 	logP := op.devWritable(rl.pm)
 	logQ := rl.qm >= 0 && op.devWritable(rl.qm)
 	if !logP && !logQ {
-		return rl // no parity is written: no hole
+		// No parity is written: no hole, and no record. The row's last
+		// record, if it is kept (takeCached), no longer describes the
+		// bytes outside its W, which this write may change: drop it. (In
+		// one view this happens only after a parity member failed during
+		// the op; the next op's BeginRow then checkpoints, but a
+		// concurrent op on the old view could otherwise take the record.)
+		if j.nrows.Load() != 0 {
+			j.rowsMu.Lock()
+			if e := j.rows[row]; e != nil {
+				j.uncache(e)
+			}
+			j.rowsMu.Unlock()
+		}
+		return rl
 	}
 	// W: own, and the spans of earlier writes still kept by the row.
 	w := append(rl.W, own...)

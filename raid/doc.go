@@ -46,7 +46,7 @@
 //     they made durable, and a failed member loses nothing: the data is in
 //     memory and is written around it.
 //   - journal.go is the write-hole log of RAID5 and RAID6, a partial
-//     parity log (consistency policy "journal"): a parity Layout brackets
+//     parity log (consistency policy "ppl"): a parity Layout brackets
 //     each row write with Op.BeginRow and Op.EndRow, asks Op.PlanRowLog
 //     before it reads whether the row needs a record, and calls Op.LogRow
 //     with the row's partial parity before it runs the row's writes; the

@@ -14,7 +14,7 @@ import (
 	"github.com/raidd/raidd/stripe"
 )
 
-// The write-hole log of a parity array (consistency policy "journal"): a
+// The write-hole log of a parity array (consistency policy "ppl"): a
 // partial parity log, in the style of md's PPL.
 //
 // Every member holds a log area (superblock LogOffset, LogLength): a header

@@ -79,7 +79,7 @@ type Traits struct {
 	ResyncDegraded bool
 	// Journal says the level's partial-stripe writes can open the write
 	// hole (parity computed from data that a crash may tear): its arrays
-	// keep a write-hole log by default (consistency policy "journal",
+	// keep a write-hole log by default (consistency policy "ppl",
 	// journal.go), and its Layout brackets each row write with
 	// Op.BeginRow and Op.EndRow, plans its record with Op.PlanRowLog and
 	// writes it with Op.LogRow.

@@ -34,17 +34,17 @@
 //
 // Each row write runs between Op.BeginRow and Op.EndRow. Before it reads,
 // Op.PlanRowLog says whether the row needs a record in the write-hole log
-// (consistency policy "journal", the default: a partial parity log) and
+// (consistency policy "ppl", the default: a partial parity log) and
 // which data bytes the record treats as written (W: the write's own, and
 // those of earlier writes to the row not yet durable; when W holds bytes
 // the write does not write, the plan is a reconstruct-write, which reads
 // them, unless the row's previous record's partial parity is kept in
 // memory (RowLog.Cached): then a read-modify-write adds the old bytes of
-// its own spans outside that record's W to it). Once the new parity is computed and the member writes are
-// queued, and before they run, the Layout sets the partial parity
-// P' = P + (the current data of W), the XOR of the data the write leaves
-// alone over [Lo, Hi), and Op.LogRow appends it to the log area of the
-// row's parity member. A full-stripe row (W covers the range) records
+// its own spans outside that record's W to it). Once the new parity is
+// computed and the member writes are queued, and before they run, the
+// Layout sets the partial parity P' = P + (the current data of W), the
+// XOR of the data the write leaves alone over [Lo, Hi), and Op.LogRow
+// appends it to the log area of the row's parity member. A full-stripe row (W covers the range) records
 // nothing, unless the row already has a record in the log's epoch (then a
 // record with zero partial parity); with the parity member missing there
 // is no parity to tear, and nothing is recorded. See raid/journal.go and

@@ -51,7 +51,7 @@
 // # The write hole
 //
 // Each row write runs between Op.BeginRow and Op.EndRow, with the
-// write-hole log (consistency policy "journal", the default: a partial
+// write-hole log (consistency policy "ppl", the default: a partial
 // parity log) planned by Op.PlanRowLog before it reads, as in raid5. The
 // record holds both partial parities, P' = P + (the current data of W) and
 // Q' = Q + (the sum of 2^i times data index i's current bytes in W), both

@@ -22,7 +22,7 @@
 //	16384      49152    reserved, zero
 //	65536      983040   write-intent bitmap area (BitmapOffset, BitmapBytes)
 //	1048576    ...      write-hole log area (LogOffset, LogLength), parity
-//	                    arrays with consistency policy "journal" only
+//	                    arrays with consistency policy "ppl" only
 //	...        ...      data region (DataOffset: HeaderSize without a log)
 //
 // # Slot layout

@@ -392,17 +392,28 @@ func (d *Dev) entries(b0 int64, es []uint32) error {
 // Callers hold mu.
 func (d *Dev) loadLocked(b0 int64, es []uint32) error {
 	for k := 0; k < len(es); {
-		b := b0 + int64(k)
-		pg, err := d.pageLocked(b / PerPage)
+		pg, i, n, err := d.runLocked(b0+int64(k), len(es)-k)
 		if err != nil {
 			return err
 		}
-		i := int(b % PerPage)
-		for ; i < PerPage && k < len(es); i, k = i+1, k+1 {
-			es[k] = Entry(pg.buf, i)
+		for j := range n {
+			es[k+j] = Entry(pg.buf, i+j)
 		}
+		k += n
 	}
 	return nil
+}
+
+// runLocked returns the page holding the entry of block b, the entry's
+// index in it, and how many of the n entries from b's on the page holds.
+// Callers hold mu.
+func (d *Dev) runLocked(b int64, n int) (pg *page, i, run int, err error) {
+	pg, err = d.pageLocked(b / PerPage)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	i = int(b % PerPage)
+	return pg, i, min(n, PerPage-i), nil
 }
 
 // entry returns the stored checksum of block b.
@@ -654,22 +665,21 @@ func (d *Dev) store(b0 int64, es []uint32) error {
 // mu.
 func (d *Dev) storeLocked(b0 int64, es []uint32) error {
 	for k := 0; k < len(es); {
-		b := b0 + int64(k)
-		pg, err := d.pageLocked(b / PerPage)
+		pg, i, n, err := d.runLocked(b0+int64(k), len(es)-k)
 		if err != nil {
 			return err
 		}
-		i := int(b % PerPage)
-		for ; i < PerPage && k < len(es); i, k = i+1, k+1 {
-			if Entry(pg.buf, i) == es[k] {
+		for j := range n {
+			if Entry(pg.buf, i+j) == es[k+j] {
 				continue
 			}
-			setEntry(pg.buf, i, es[k])
+			setEntry(pg.buf, i+j, es[k+j])
 			if !pg.dirty {
 				pg.dirty = true
 				d.nDirty++
 			}
 		}
+		k += n
 	}
 	return nil
 }

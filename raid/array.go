@@ -102,7 +102,8 @@ type Array struct {
 	gq          [gatherSlots]gatherQueue
 	ends        [recentEnds]atomic.Int64 // recent write ends, to recognise streams
 	endNext     atomic.Uint32
-	ev          eventLog // its own mutex
+	streams     readStreams // recent read ends, to recognise streams (readahead.go)
+	ev          eventLog    // its own mutex
 	stats       struct {
 		clientWritten atomic.Int64
 		clientZeroed  atomic.Int64
@@ -163,6 +164,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 		a.progressInterval = 5 * time.Second
 	}
 	a.inlineAbove = int64(2 * runtime.GOMAXPROCS(0))
+	a.streams.init()
 	a.bitmap = newBitmap(int64(meta.BitmapRegion), geo.Chunk(), geo.MemberSize())
 	if meta.Checksums {
 		limit := o.ChecksumCache
@@ -305,6 +307,11 @@ func (a *Array) viewLocked() *View {
 		}
 	}
 	v.failed = !a.geo.Survives(^v.readable)
+	if !a.geo.Mirrored() {
+		for _, d := range v.devs {
+			v.ahead = v.ahead || (d != nil && canReadAhead(d))
+		}
+	}
 	return v
 }
 

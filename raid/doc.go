@@ -28,7 +28,9 @@
 //     that scrub, rebuild and replace work in), manage.go (member commands),
 //     assemble.go (Create and Assemble), status.go and snapshot.go (Status),
 //     memberstats.go (per-device I/O error and repair counters, which
-//     Op.Run keeps without a lock through the View).
+//     Op.Run keeps without a lock through the View), readahead.go (which
+//     member reads of a sequential client stream ask a direct member to
+//     read its next data chunks ahead).
 //   - stripecache.go is the stripe cache of the parity levels
 //     (Options.StripeCache, Traits.Coalesce): partial-stripe pieces of
 //     writes are copied into one stripe-width buffer per stripe and

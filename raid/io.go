@@ -46,6 +46,9 @@ func (a *Array) read(p []byte, off int64) (int, error) {
 	if op.v.failed {
 		return 0, ErrFailed
 	}
+	if n := int64(len(p)); op.v.ahead && a.streams.follows(off, n) {
+		op.nextOff, op.nextN = off+n, n
+	}
 	// A read that must reconstruct runs under the stripe locks. A degraded
 	// read takes them at once if the level says so (Traits); any other read
 	// takes them only if the layout finds it needs them (a read error, a

@@ -25,6 +25,9 @@ type View struct {
 	writable uint64   // roles that receive writes (active or rebuilding)
 	slow     uint64   // write-mostly roles: read only when nothing else can serve
 	failed   bool     // the array has lost more than it tolerates
+	// ahead: some member reads ahead (readahead.go) and the level is
+	// striped.
+	ahead bool
 
 	// ctr and replCtr hold the counters of devs and repl (memberstats.go);
 	// nil in a View built by NewOp.
@@ -78,6 +81,10 @@ type ioReq struct {
 	// shared, when set, holds this write's buffers and their block
 	// checksums, which other writes of the same buffers share (checksums.go).
 	shared *integrity.Shared
+	// ahead, for a read, is how many bytes after it the member is asked
+	// to read ahead (readahead.go); one holds p for its vectored call.
+	ahead int64
+	one   [1][]byte
 }
 
 // vectorIO is implemented by members that read or write several buffers
@@ -89,6 +96,14 @@ type vectorIO interface {
 
 func (r *ioReq) do() {
 	switch {
+	case r.ahead > 0:
+		bufs := r.vec
+		if bufs == nil {
+			r.one[0] = r.p
+			bufs = r.one[:]
+		}
+		_, r.err = r.dev.(aheadReader).ReadvAhead(bufs, r.off, r.ahead)
+		return
 	case r.shared != nil:
 		_, r.err = r.dev.(*integrity.Dev).WriteShared(r.off, r.shared)
 		return
@@ -218,6 +233,12 @@ type Op struct {
 	// win, for one row of a background job's window (window.go), serves
 	// reads from what the window read and gathers writes to its targets.
 	win *window
+
+	// nextN, for a client read of a sequential stream on an array whose
+	// members read ahead, is its length, and nextOff where it ends: the
+	// next request's range, which Run asks members to read ahead of
+	// (readahead.go). Zero otherwise.
+	nextOff, nextN int64
 }
 
 // Geometry returns the geometry of the array.
@@ -459,6 +480,9 @@ func (op *Op) Run() int {
 			op.shareSums()
 		}
 	}
+	if op.nextN > 0 {
+		op.planAhead()
+	}
 	// Hand all but the last unmerged request to the workers; do that one
 	// here. When enough requests already run at once to keep every core
 	// busy, fanning out only adds hand-offs: then do them all here, and let
@@ -554,6 +578,7 @@ func (op *Op) Run() int {
 		}
 		r.p, r.dev, r.wg, r.err, r.repl, r.repair = nil, nil, nil, nil, false, false
 		r.vec, r.merged, r.shared = nil, false, nil
+		r.ahead, r.one[0] = 0, nil
 	}
 	clear(op.iov)
 	op.iov = op.iov[:0]
@@ -819,6 +844,7 @@ func (op *Op) reset() {
 		panic("raid: an Op ended between BeginRow and EndRow")
 	}
 	op.v, op.win = nil, nil
+	op.nextOff, op.nextN = 0, 0
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil
 	}

@@ -230,6 +230,8 @@ func (m *File) pread(p []byte, off int64) (int, error) {
 // pwrite writes p at off with the os.File's WriteAt, which holds the
 // descriptor's reference for the call.
 func (m *File) pwrite(p []byte, off int64) (int, error) {
+	m.beginWrite() // before the hook: a test's hook holds a write in flight
+	defer m.endWrite()
 	if testHookIO != nil {
 		testHookIO(m, true, off, len(p))
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid"
 	_ "github.com/raidd/raidd/raid/raid0"
+	_ "github.com/raidd/raidd/raid/raid5"
+	_ "github.com/raidd/raidd/raid/raid6"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
@@ -271,6 +273,13 @@ func TestDirectBounceWindows(t *testing.T) {
 // 64 KiB chunks and rows rows.
 func directArray(t testing.TB, kind string, n int, rows int64) (*raid.Array, []*member.File) {
 	t.Helper()
+	return directLevelArray(t, kind, stripe.RAID0, n, rows)
+}
+
+// directLevelArray creates an array of level lv on n direct members of
+// the given kind, with 64 KiB chunks and rows rows.
+func directLevelArray(t testing.TB, kind string, lv stripe.Level, n int, rows int64) (*raid.Array, []*member.File) {
+	t.Helper()
 	const chunk = 64 << 10
 	var devs []raid.Device
 	var files []*member.File
@@ -279,7 +288,7 @@ func directArray(t testing.TB, kind string, n int, rows int64) (*raid.Array, []*
 		files = append(files, f)
 		devs = append(devs, raid.Device{Path: f.Path(), Member: f})
 	}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "direct", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "direct", Level: lv, Chunk: chunk}, raid.Options{CleanDelay: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	return a, files

@@ -117,6 +117,29 @@
 // 2's third read per 256 KiB of 1 MiB sequential reads (its 2-row data
 // runs cross the row where 1 MiB requests end) partly into merged reads.
 //
+// A direct member also reads ahead when its caller says what comes next
+// (ReadvAhead, readahead.go): the engine, for a sequential client stream,
+// asks a member whose last read of a request ends where its next chunks
+// hold the next request's data (and only those chunks: a run it will not
+// read whole is not worth reading part of) to read them in the same
+// preadv. The bytes wait in a pooled buffer (at most 4 per member, 1 MiB
+// each, dropped after 200 ms unread) and serve the next read they cover,
+// once, which waits for them if their read is still in flight. Only the
+// caller knows which chunks are data and what the stream reads next; only
+// the member sees every write to itself, so it keeps them coherent with a
+// sequence lock over its writes: every system call that changes its bytes
+// (pwrite, pwritev, pwritev2 with RWF_DSYNC, the bounce path's writes,
+// Discard, Trim, ZeroRange) counts as started before and ended after, a
+// read-ahead starts only while no write is in flight, and is kept and
+// served only while no write has started since it was issued. So a read
+// never returns bytes older than a write, anywhere on the member, that
+// completed before the read began. Read-aheads that keep going unread (8
+// in a row) make the member ignore the next 256 hints, and a hint for
+// bytes another read has in flight, waits for or took among the member's
+// last 16 reads is ignored. On bench/disks.sh this takes RAID6×4 member
+// 2's third read per 1 MiB request away (bench/README.md, "disks.sh:
+// RAID6 sequential reads").
+//
 // The package is Linux-only: it relies on fallocate, fdatasync and the block
 // device ioctls.
 package member

@@ -109,3 +109,21 @@ func QueuedReads(m *File) int {
 	defer m.rq.mu.Unlock()
 	return len(m.rq.waiting)
 }
+
+// ReadAheadLive returns how many read-ahead entries the member holds.
+func ReadAheadLive(m *File) int { return int(m.ra.live.Load()) }
+
+// ReadAheadWasteLimit is how many read-aheads in a row may go unread
+// before the member ignores ReadAheadBackoff hints.
+const (
+	ReadAheadWasteLimit = raWasteLimit
+	ReadAheadBackoff    = raBackoff
+)
+
+// SetReadAheadBackoff turns the read-ahead's back-off off (false) or on,
+// for a test whose writes void read-aheads on purpose.
+func SetReadAheadBackoff(m *File, on bool) {
+	m.ra.mu.Lock()
+	m.ra.noBackoff = !on
+	m.ra.mu.Unlock()
+}

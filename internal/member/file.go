@@ -81,6 +81,10 @@ type File struct {
 	// rq merges adjacent direct reads that wait at the same time
 	// (readq.go). Used only in direct mode.
 	rq readQueue
+	// wstart and wend count the writes of a direct member that started
+	// and ended, and ra holds its read-ahead (readahead.go).
+	wstart, wend atomic.Uint64
+	ra           readAhead
 }
 
 // Open opens the regular file or block device at path. The member's Size is
@@ -436,6 +440,15 @@ func (m *File) ReadAt(p []byte, off int64) (int, error) {
 	if rem := m.size - off; int64(len(p)) > rem {
 		p, short = p[:rem], true
 	}
+	if m.direct {
+		one := [1][]byte{p}
+		if n, ok := m.raServe(one[:], off, int64(len(p))); ok {
+			if short {
+				return n, io.EOF
+			}
+			return n, nil
+		}
+	}
 	var n int
 	var err error
 	switch {
@@ -609,6 +622,8 @@ func (m *File) Discard(off, n int64) error {
 	if err := m.checkMutate("discard", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.beginWrite()
+	defer m.endWrite()
 	m.dropTailFor(off, n)
 	m.clearPages(off, n)
 	if !m.block {
@@ -635,6 +650,8 @@ func (m *File) Trim(off, n int64) error {
 	if err := m.checkMutate("trim", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.beginWrite()
+	defer m.endWrite()
 	m.dropTailFor(off, n)
 	m.clearPages(off, n)
 	if !m.block {
@@ -659,6 +676,8 @@ func (m *File) ZeroRange(off, n int64) error {
 	if err := m.checkMutate("zero range", off, n); err != nil || n == 0 {
 		return err
 	}
+	m.beginWrite()
+	defer m.endWrite()
 	m.dropTailFor(off, n)
 	m.clearPages(off, n)
 	if !m.block {
@@ -679,6 +698,7 @@ func (m *File) Close() error {
 	}
 	m.unmapTail(true)
 	m.unmap()
+	m.raClose()
 	return m.f.Close()
 }
 

@@ -65,6 +65,10 @@ type readQueue struct {
 	waiting []*queuedRead // in arrival order
 	recent  [8]span       // the last reads completed, for near
 	nrecent uint
+	// issued holds the last reads issued to the device, for overlaps:
+	// a read-ahead of bytes another read just took is waste.
+	issued  [16]span
+	nissued uint
 	max     int64 // the largest merged read, in bytes: the device's MaxIO
 	depth   int   // readDepth or readDepthSolid
 }
@@ -120,6 +124,37 @@ func (q *readQueue) near(off, end int64) bool {
 	}
 	for _, s := range q.recent {
 		if s.end > 0 && off < s.end+gap && s.off < end+gap {
+			return true
+		}
+	}
+	return false
+}
+
+// issue records s as a read in flight. q.mu is held.
+func (q *readQueue) issue(s span) {
+	q.spans = append(q.spans, s)
+	q.issued[q.nissued%uint(len(q.issued))] = s
+	q.nissued++
+}
+
+// overlaps reports whether [off, end) overlaps a read in flight, waiting,
+// or among the last len(q.issued) issued: whether a read-ahead of it
+// would read what another read has or will have read.
+func (q *readQueue) overlaps(off, end int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.spans {
+		if off < s.end && s.off < end {
+			return true
+		}
+	}
+	for _, w := range q.waiting {
+		if off < w.off+w.n && w.off < end {
+			return true
+		}
+	}
+	for _, s := range q.issued {
+		if off < s.end && s.off < end {
 			return true
 		}
 	}
@@ -233,7 +268,7 @@ func (q *readQueue) gather(r *queuedRead) {
 		}
 	}
 	r.run = run
-	q.spans = append(q.spans, run)
+	q.issue(run)
 }
 
 // readQueued reads bufs from off with one preadv, through the member's
@@ -247,7 +282,7 @@ func (m *File) readQueued(bufs [][]byte, off int64) (int, error) {
 	q.mu.Lock()
 	if n > q.max || (len(q.waiting) == 0 && q.busy < q.depth) || !q.near(s.off, s.end) {
 		q.busy++
-		q.spans = append(q.spans, s)
+		q.issue(s)
 		q.mu.Unlock()
 		got, err := m.vectored(bufs, off, sysPreadv)
 		q.release(s)

@@ -52,8 +52,19 @@ func (m *File) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	return done + n, err
 }
 
-// readv serves ReadvAt for at most maxIovecs buffers inside the member.
+// readv serves ReadvAt for at most maxIovecs buffers inside the member:
+// from a read-ahead that covers them (readahead.go), else from the device.
 func (m *File) readv(bufs [][]byte, off int64) (int, error) {
+	if m.direct {
+		if n, ok := m.raServe(bufs, off, total(bufs)); ok {
+			return n, nil
+		}
+	}
+	return m.readvDevice(bufs, off)
+}
+
+// readvDevice is readv without the read-ahead.
+func (m *File) readvDevice(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
 	if m.direct && !m.alignedVec(bufs, off) {
 		n, err := m.readBounce(bufs, off, want)
@@ -252,6 +263,10 @@ func (m *File) guarded(c *sysReq) error {
 // vectored runs the vectored call kind (preadv, pwritev or pwritev2 with
 // RWF_DSYNC) under the descriptor's reference.
 func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
+	if kind != sysPreadv {
+		m.beginWrite() // before the hooks: a test's hook holds a write in flight
+		defer m.endWrite()
+	}
 	if testHookVector != nil {
 		testHookVector()
 	}

@@ -269,7 +269,7 @@ func TestReadAheadConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
-			for i := 0; i < 150; i++ {
+			for i := 0; i < 80; i++ {
 				c := rng.Intn(chunks)
 				locks[c].Lock()
 				next[c]++
@@ -289,7 +289,7 @@ func TestReadAheadConcurrent(t *testing.T) {
 		go func() {
 			defer readers.Done()
 			p := aligned(raChunk)
-			for i := 0; i < 120; i++ {
+			for i := 0; i < 64; i++ {
 				c := (r*11 + i) % (chunks - 1)
 				locks[c].RLock()
 				min := done[c].Load()

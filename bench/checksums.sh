@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# bench/checksums.sh: what per-block checksums (raidd create --checksums)
-# cost end to end. Each level is created twice on identical members, with
-# and without --checksums, both served by raidd at once, and fio's nbd
-# engine runs every job on both in interleaved rounds (off, on, off, on,
-# ...). It prints, per level and job, the median of each, the on/off ratio
-# and raidd's CPU time per MiB moved (user + system, from /proc/PID/stat).
-# Not part of CI. See bench/README.md.
+# bench/checksums.sh: what an integrity feature costs end to end, as a
+# client sees it. FEATURE=checksums (the default): per-block checksums
+# (raidd create --checksums). FEATURE=ppl: the write-hole log (consistency
+# policy ppl, the RAID5/RAID6 default) against policy bitmap, usually with
+# DEGRADED=1, the case the log exists for. Each level is created twice on
+# identical members, without the feature ("off") and with it ("on"), both
+# served by raidd at once, and fio's nbd engine runs every job on both in
+# interleaved rounds (off, on, off, on, ...). It prints, per level and job,
+# the median of each, the on/off ratio and raidd's CPU time per MiB moved
+# (user + system, from /proc/PID/stat). Not part of CI. See bench/README.md.
 #
 #   MEMBERS=tmpfs (default): members are files in $SHM, served without
-#     --direct. Nothing waits for a disk, so the CPU the checksums add is
+#     --direct. Nothing waits for a disk, so the CPU the feature adds is
 #     all there is to see: the worst case.
 #   MEMBERS=disks: members are loop devices (losetup --direct-io=on) over
 #     files in $SHM, throttled by a cgroup-v1 blkio group as in
 #     bench/disks.sh, served with --direct inside that group. Needs root.
 #
 # Knobs (environment):
-#   LEVELS     levels to compare                          (default "1 5")
+#   FEATURE    checksums or ppl                           (default checksums)
+#   DEGRADED   members to fail after preconditioning      (default 0; RAID6
+#              and DEGRADED=1 fail two, RAID1 and RAID10 one)
+#   LEVELS     levels to compare                          (default "1 5"; ppl: "5 6")
 #   DISKS      members per array                          (default 4; RAID1 uses 2)
 #   DISK_SIZE  size of each member                        (default 256M)
 #   CHUNK      chunk size                                 (default 64K)
@@ -23,14 +29,21 @@
 #   RUNTIME    seconds per fio job, after RAMP            (default 5)
 #   RAMP       fio ramp_time in seconds                   (default 1)
 #   ROUNDS     interleaved rounds; medians are printed    (default 3)
-#   JOBS       fio jobs to run, from seq-read-1M seq-write-1M rand-read-4K
-#              rand-write-4K                              (default all four)
+#   JOBS       fio jobs to run, from seq-read-1M seq-write-1M seq-write-64K
+#              rand-read-4K rand-write-4K                 (default: the four
+#              but seq-write-64K; ppl: seq-write-1M seq-write-64K rand-write-4K)
 #   SHM        directory for member files                 (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
 set -euo pipefail
 
 MEMBERS=${MEMBERS:-tmpfs}
-LEVELS=${LEVELS:-"1 5"}
+FEATURE=${FEATURE:-checksums}
+DEGRADED=${DEGRADED:-0}
+case $FEATURE in
+checksums) LEVELS=${LEVELS:-"1 5"} ;;
+ppl) LEVELS=${LEVELS:-"5 6"} ;;
+*) echo "checksums.sh: FEATURE must be checksums or ppl, not $FEATURE" >&2; exit 2 ;;
+esac
 DISKS=${DISKS:-4}
 DISK_SIZE=${DISK_SIZE:-256M}
 CHUNK=${CHUNK:-64K}
@@ -123,8 +136,10 @@ serve() {
 	die "raidd serve of $name did not start"
 }
 
-# targets: "NAME:LEVEL:CSUM:PID:URI"
+# targets: "NAME:LEVEL:CSUM:PID:URI" (CSUM: off or on, the feature's side);
+# tmembers[NAME]: the array's members, in order.
 targets=()
+declare -A tmembers
 for level in $LEVELS; do
 	n=$DISKS
 	[[ $level == 1 ]] && n=2
@@ -136,11 +151,16 @@ for level in $LEVELS; do
 			members+=("$member")
 		done
 		flags=()
-		[[ $csum == on ]] && flags=(--checksums)
+		case $FEATURE:$csum in
+		checksums:on) flags=(--checksums) ;;
+		ppl:off) flags=(--consistency-policy bitmap) ;;
+		ppl:on) flags=(--consistency-policy ppl) ;;
+		esac
 		"$bin" create --name "$name" --level "$level" --chunk "$CHUNK" "${flags[@]}" --log-level warn "${members[@]}" \
-			>"$work/$name.create" 2>&1 || die "raidd create --level $level (checksums $csum) failed: $(cat "$work/$name.create")"
+			>"$work/$name.create" 2>&1 || die "raidd create --level $level ($FEATURE $csum) failed: $(cat "$work/$name.create")"
 		serve "$name" "${members[@]}"
 		targets+=("$name:$level:$csum:${pids[-1]}:nbd+unix:///$name?socket=$sock/$name.sock")
+		tmembers[$name]="${members[*]}"
 	done
 done
 
@@ -165,26 +185,50 @@ for target in "${targets[@]}"; do
 	fi
 done
 
+# DEGRADED: fail the first members of every array (the same on both sides),
+# after preconditioning, so that the jobs meet data the missing members held.
+if ((DEGRADED > 0)); then
+	for target in "${targets[@]}"; do
+		IFS=: read -r tname tlevel _ <<<"$target"
+		read -r -a tm <<<"${tmembers[$tname]}"
+		k=$DEGRADED
+		case $tlevel in
+		6) ((k < 2)) && k=2 ;;
+		1 | 10 | 5) k=1 ;;
+		0) die "DEGRADED: RAID0 cannot run degraded" ;;
+		esac
+		for ((i = 0; i < k; i++)); do
+			"$bin" fail --control "$sock/$tname.ctl" "$tname" "${tm[$i]}" >/dev/null || die "raidd fail $tname ${tm[$i]} failed"
+		done
+		echo "$tname: failed $k member(s)" >&2
+	done
+fi
+
 alljobs=(
 	"seq-read-1M:--rw=read --bs=1M --iodepth=8"
 	"seq-write-1M:--rw=write --bs=1M --iodepth=8"
+	"seq-write-64K:--rw=write --bs=64k --iodepth=16"
 	"rand-read-4K:--rw=randread --bs=4k --iodepth=32"
 	"rand-write-4K:--rw=randwrite --bs=4k --iodepth=32"
 )
-JOBS=${JOBS:-"seq-read-1M seq-write-1M rand-read-4K rand-write-4K"}
+if [[ $FEATURE == ppl ]]; then
+	JOBS=${JOBS:-"seq-write-1M seq-write-64K rand-write-4K"}
+else
+	JOBS=${JOBS:-"seq-read-1M seq-write-1M rand-read-4K rand-write-4K"}
+fi
 jobs=()
 for want in $JOBS; do
 	found=
 	for job in "${alljobs[@]}"; do
 		[[ ${job%%:*} == "$want" ]] && jobs+=("$job") && found=1
 	done
-	[[ -n $found ]] || die "unknown job $want in JOBS (known: seq-read-1M seq-write-1M rand-read-4K rand-write-4K)"
+	[[ -n $found ]] || die "unknown job $want in JOBS (known: seq-read-1M seq-write-1M seq-write-64K rand-read-4K rand-write-4K)"
 done
 
 # cpu_ticks PID: user + system clock ticks of the process.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-echo "members: $MEMBERS, $DISKS per array (RAID1: 2) of $DISK_SIZE, chunk $CHUNK$([[ $MEMBERS == disks ]] && echo ", $BW MiB/s and $IOPS IOPS per disk and direction"); $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "feature: $FEATURE$( ((DEGRADED > 0)) && echo ", degraded"); members: $MEMBERS, $DISKS per array (RAID1: 2) of $DISK_SIZE, chunk $CHUNK$([[ $MEMBERS == disks ]] && echo ", $BW MiB/s and $IOPS IOPS per disk and direction"); $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((round = 1; round <= ROUNDS; round++)); do
 	for job in "${jobs[@]}"; do
 		jname=${job%%:*}
@@ -202,11 +246,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
 	done
 done
 
-python3 - "$work" "$ROUNDS" "$(getconf CLK_TCK)" "$RAMP" "$RUNTIME" "${#jobs[@]}" "${jobs[@]}" "${targets[@]}" <<'EOF'
+python3 - "$work" "$ROUNDS" "$(getconf CLK_TCK)" "$RAMP" "$RUNTIME" "$FEATURE" "$DEGRADED" "${#jobs[@]}" "${jobs[@]}" "${targets[@]}" <<'EOF'
 import json, statistics, sys
-work, rounds, hz, ramp, runtime, njobs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-jobs = [j.split(":", 1)[0] for j in sys.argv[7:7 + njobs]]
-targets = [t.split(":")[:3] for t in sys.argv[7 + njobs:]]
+work, rounds, hz, ramp, runtime = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+feature, degraded, njobs = sys.argv[6], int(sys.argv[7]), int(sys.argv[8])
+jobs = [j.split(":", 1)[0] for j in sys.argv[9:9 + njobs]]
+targets = [t.split(":")[:3] for t in sys.argv[9 + njobs:]]
 
 def run(job, target, r):
     with open(f"{work}/{job}.{target}.{r}.json") as f:
@@ -242,12 +287,23 @@ for level in levels:
     for job in jobs:
         off, coff = med(job, f"r{level}off")
         on, con = med(job, f"r{level}on")
-        target = "15%" if job == "rand-write-4K" else ("10%" if job.startswith("seq") else "-")
+        if feature == "checksums":
+            target = "15%" if job == "rand-write-4K" else ("10%" if job.startswith("seq") else "-")
+        elif "write" not in job:
+            target = "-"
+        elif degraded:
+            target = "20%"  # partial writes while degraded (full rows record nothing)
+        else:
+            target = "10%" if job.startswith("seq") else "-"
         lo, hi = spread(job, level)
         print(f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{f'{lo:.2f}-{hi:.2f}':>12}{coff:>16.0f}{con:>8.0f}{target:>8}")
 print()
 print("off/on: sequential jobs in MiB/s, random jobs in IOPS; median of", rounds, "interleaved round(s)")
-print("cost: 1 - on/off (the issue's targets: at most 10% on sequential read and write, 15% on random 4K write)")
+if feature == "checksums":
+    print("cost: 1 - on/off (the issue's targets: at most 10% on sequential read and write, 15% on random 4K write)")
+else:
+    print("cost: 1 - on/off, the log (ppl) against policy bitmap (the issue's targets: at most 10% on healthy")
+    print("sequential writes, 20% on degraded partial writes; md publishes 30-40% for its PPL)")
 print("rounds: the lowest and highest on/off of a single round (off and on ran one after the other)")
 print("cpu us/MiB: raidd's user + system CPU time per MiB the job moved")
 EOF

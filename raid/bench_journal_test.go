@@ -13,7 +13,6 @@ import (
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
-	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -122,75 +121,98 @@ func BenchmarkWriteHole(b *testing.B) {
 }
 
 // BenchmarkWriteHoleConcurrent measures the write-hole log under concurrent
-// writers on members with a device's latency: 16 writers of 4 KiB at
-// random offsets on a degraded RAID5 (RAID6: two members failed), on
-// memory members that take 100 µs for every write and every sync (as a
-// disk with a write cache takes for a small write and a flush), with
-// policy bitmap and ppl one after the other. A record is a log write and
-// a sync of its parity members before the row's writes; the records of
-// concurrent writers share them (group commit): besides MB/s each run
-// reports records per log write (recs/logwrite; 0 without the log).
+// writers: 16 writers of 4 KiB at random offsets on a degraded RAID5
+// (RAID6: two members failed), with policy bitmap and ppl one after the
+// other, on two kinds of members:
+//
+//   - latency=0: memory members as they are (held in memory, so each
+//     record is written at once by its own writer: journal.writeNow);
+//   - latency=100µs: memory members that take 100 µs for every write and
+//     every sync, as a disk with a write cache takes for a small write and
+//     a flush. A record is then a log write and a sync of its parity
+//     members before the row's writes, and the records of concurrent
+//     writers share them (group commit).
+//
+// Besides MB/s each run reports records per log write (recs/logwrite; 0
+// without the log), and the process's CPU time and context switches per
+// write (cpu-ns/op, ctxsw/op), which a hand-off between goroutines shows
+// in.
 func BenchmarkWriteHoleConcurrent(b *testing.B) {
-	const latency = 100 * time.Microsecond
 	for _, s := range []benchShape{{stripe.RAID5, 4}, {stripe.RAID6, 6}} {
-		for _, policy := range []raid.ConsistencyPolicy{raid.PolicyBitmap, raid.PolicyJournal} {
-			b.Run(fmt.Sprintf("%s/members=%d/degraded-rand-4K/policy=%s", s.level, s.n, policy), func(b *testing.B) {
-				recStart := int64(superblock.HeaderSize + 4096) // past the log header
-				recEnd := int64(superblock.HeaderSize) + raid.JournalLength(s.n, benchChunk)
-				var logWrites atomic.Int64
-				slow := membertest.InjectorFunc(func(op membertest.Op, off, n int64) error {
-					if op == membertest.OpWrite && off >= recStart && off < recEnd {
-						logWrites.Add(1)
-					}
-					if op == membertest.OpWrite || op == membertest.OpSync {
-						time.Sleep(latency)
-					}
-					return nil
-				})
-				var devs []raid.Device
-				for i := 0; i < s.n; i++ {
-					devs = append(devs, raid.Device{Path: fmt.Sprint("mem", i), Member: membertest.Inject(member.NewMemory(memberSizeFor(benchChunk, 512)), slow)})
-				}
-				a, err := raid.Create(devs, raid.CreateOptions{Name: "bench", Level: s.level, Chunk: benchChunk, ConsistencyPolicy: policy}, raid.Options{CleanDelay: -1, KeepZeroes: true})
-				require.NoError(b, err)
-				b.Cleanup(func() { a.Close() })
-				missing := 1
-				if s.level == stripe.RAID6 {
-					missing = 2
-				}
-				for m := range missing {
-					failRole(b, a, m)
-				}
-				blocks := a.Size() / 4096
-				var seed atomic.Int64
-				logWrites.Store(0)
-				var records0 int64
-				if st := a.Status().Journal; st != nil {
-					records0 = st.Records
-				}
-				b.SetBytes(4096)
-				b.SetParallelism(8)
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					rng := rand.New(rand.NewSource(seed.Add(1)))
-					p := make([]byte, 4096)
-					rng.Read(p)
-					for pb.Next() {
-						if _, err := a.WriteAt(p, rng.Int63n(blocks)*4096); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				b.StopTimer()
-				perWrite := 0.0
-				if st := a.Status().Journal; st != nil && logWrites.Load() > 0 {
-					perWrite = float64(st.Records-records0) / float64(logWrites.Load())
-				}
-				b.ReportMetric(perWrite, "recs/logwrite")
-			})
+		for _, latency := range []time.Duration{0, 100 * time.Microsecond} {
+			for _, policy := range []raid.ConsistencyPolicy{raid.PolicyBitmap, raid.PolicyJournal} {
+				benchWriteHoleConcurrent(b, s, latency, policy)
+			}
 		}
 	}
+}
+
+func benchWriteHoleConcurrent(b *testing.B, s benchShape, latency time.Duration, policy raid.ConsistencyPolicy) {
+	b.Run(fmt.Sprintf("%s/members=%d/degraded-rand-4K/latency=%s/policy=%s", s.level, s.n, latency, policy), func(b *testing.B) {
+		slow := membertest.InjectorFunc(func(op membertest.Op, off, n int64) error {
+			if op == membertest.OpWrite || op == membertest.OpSync {
+				time.Sleep(latency)
+			}
+			return nil
+		})
+		var devs []raid.Device
+		for i := 0; i < s.n; i++ {
+			var m raid.Member = member.NewMemory(memberSizeFor(benchChunk, 512))
+			if latency > 0 {
+				m = membertest.Inject(m, slow)
+			}
+			devs = append(devs, raid.Device{Path: fmt.Sprint("mem", i), Member: m})
+		}
+		a, err := raid.Create(devs, raid.CreateOptions{Name: "bench", Level: s.level, Chunk: benchChunk, ConsistencyPolicy: policy}, raid.Options{CleanDelay: -1, KeepZeroes: true})
+		require.NoError(b, err)
+		b.Cleanup(func() { a.Close() })
+		missing := 1
+		if s.level == stripe.RAID6 {
+			missing = 2
+		}
+		for m := range missing {
+			failRole(b, a, m)
+		}
+		blocks := a.Size() / 4096
+		var seed atomic.Int64
+		var j0 raid.JournalStatus
+		if st := a.Status().Journal; st != nil {
+			j0 = *st
+		}
+		cpu0, sw0 := cpuTime(), ctxSwitches()
+		b.SetBytes(4096)
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			rng := rand.New(rand.NewSource(seed.Add(1)))
+			p := make([]byte, 4096)
+			rng.Read(p)
+			for pb.Next() {
+				if _, err := a.WriteAt(p, rng.Int63n(blocks)*4096); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(ctxSwitches()-sw0)/float64(b.N), "ctxsw/op")
+		perWrite := 0.0
+		if st := a.Status().Journal; st != nil && st.LogWrites > j0.LogWrites {
+			perWrite = float64(st.Records-j0.Records) / float64(st.LogWrites-j0.LogWrites)
+		}
+		b.ReportMetric(perWrite, "recs/logwrite")
+	})
+}
+
+// ctxSwitches returns the context switches (voluntary and not) of the
+// process's threads so far.
+func ctxSwitches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // cpuTime returns the user and system CPU time the process has used.

@@ -1002,7 +1002,9 @@ func (j *journal) syncMembers(op *Op) {
 // waits a little for the records planned for the log (gather). A record
 // is thus written only after every record before it in its log (a scan
 // stops at the first gap), and no writer waits for another's log write
-// except by sharing it or by the leader's short wait.
+// except by sharing it or by the leader's short wait. A log on a member
+// held in memory has no leader: each writer writes its record at once
+// (writeNow).
 func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	if size > j.cap {
 		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds the log area (%d): JournalLength is wrong", size, j.cap))
@@ -1012,13 +1014,20 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 		*p = pendingRec{vec: vec, size: size}
 		q := &j.logs[m]
 		q.mu.Lock()
-		q.queue = append(q.queue, p)
+		planned := false
 		if k := slices.Index(op.logPlan[:op.nLogPlan], m); k >= 0 {
 			q.unplan()
 			op.nLogPlan--
 			op.logPlan[k] = op.logPlan[op.nLogPlan]
-		} else if q.gathering {
-			q.cond.Broadcast()
+			planned = true
+		}
+		if !q.leader && len(q.queue) == 0 && inMemory(op.v.devs[m]) {
+			j.writeNow(op, m, q, p)
+		} else {
+			q.queue = append(q.queue, p)
+			if !planned && q.gathering {
+				q.cond.Broadcast()
+			}
 		}
 		q.mu.Unlock()
 	}
@@ -1045,6 +1054,31 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	j.records.Add(1)
 	j.bytes.Add(size * int64(len(lm)))
 	return nil
+}
+
+// writeNow writes p to member m's log at once, holding q.mu (so no
+// leader starts meanwhile), when no batch is queued or being written
+// there and the member is held in memory (tmpfs, or a memory member): its
+// durable write is a copy of the record, about a microsecond, where
+// handing the record to a leader and waiting for it costs a sleep and a
+// wake-up of several (on bench/checksums.sh FEATURE=ppl, most of what the
+// log added to degraded random writes on tmpfs was the context switches
+// of that hand-off). Writers then queue on the mutex, which spins before
+// it sleeps. The log's tail and its error handling are writeBatch's.
+func (j *journal) writeNow(op *Op, m int, q *logQueue, p *pendingRec) {
+	p.done = true
+	if q.tail+p.size > j.cap {
+		p.full = true // the log is full: the record waits for a checkpoint
+		return
+	}
+	j.logWrites.Add(1)
+	p.kind, p.err = writeDurable(op.v.devs[m], p.vec, j.off+logHeaderSize+q.tail, p.size)
+	if p.err != nil {
+		op.countError(m, false, p.kind)
+	}
+	if p.err == nil || p.kind != ioWrite {
+		q.tail += p.size
+	}
 }
 
 // await returns once p, queued on member m's log, is written and synced

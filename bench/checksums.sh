@@ -6,9 +6,10 @@
 # DEGRADED=1, the case the log exists for. Each level is created twice on
 # identical members, without the feature ("off") and with it ("on"), both
 # served by raidd at once, and fio's nbd engine runs every job on both in
-# interleaved rounds (off, on, off, on, ...). It prints, per level and job,
-# the median of each, the on/off ratio and raidd's CPU time per MiB moved
-# (user + system, from /proc/PID/stat). Not part of CI. See bench/README.md.
+# interleaved rounds (off, on, then on, off, ...: even rounds take the
+# arrays in reverse). It prints, per level and job, the median of each,
+# the on/off ratio and raidd's CPU time per MiB moved (user + system, from
+# /proc/PID/stat). Not part of CI. See bench/README.md.
 #
 #   MEMBERS=tmpfs (default): members are files in $SHM, served without
 #     --direct. Nothing waits for a disk, so the CPU the feature adds is
@@ -34,6 +35,11 @@
 #              but seq-write-64K; ppl: seq-write-1M seq-write-64K rand-write-4K)
 #   SHM        directory for member files                 (default /dev/shm)
 #   RAIDD_BIN  use this raidd binary instead of building one
+#   OLD_RAIDD_BIN  also create each level with the feature by this (older)
+#              raidd binary, served by it beside the other two, in the
+#              same interleaved rounds: a before/after of a change to the
+#              feature's cost in one run (printed as "old" columns; the
+#              members then take half as much $SHM again)
 set -euo pipefail
 
 MEMBERS=${MEMBERS:-tmpfs}
@@ -113,18 +119,18 @@ new_member() {
 	member=$disk
 }
 
-# serve NAME MEMBERS...: raidd serve, inside the cgroup with --direct for
-# disks; its pid is appended to pids.
+# serve NAME MEMBERS...: raidd serve ($sbin), inside the cgroup with
+# --direct for disks; its pid is appended to pids.
 serve() {
 	local name=$1
 	shift
 	if [[ $MEMBERS == disks ]]; then
 		(
 			echo "$BASHPID" >"$cg/cgroup.procs"
-			exec "$bin" serve --direct --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "$@"
+			exec "$sbin" serve --direct --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "$@"
 		) >"$work/$name.log" 2>&1 &
 	else
-		"$bin" serve --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "$@" >"$work/$name.log" 2>&1 &
+		"$sbin" serve --listen "unix:$sock/$name.sock" --control "$sock/$name.ctl" --log-level warn "$@" >"$work/$name.log" 2>&1 &
 	fi
 	pids+=($!)
 	local i
@@ -143,7 +149,9 @@ declare -A tmembers
 for level in $LEVELS; do
 	n=$DISKS
 	[[ $level == 1 ]] && n=2
-	for csum in off on; do
+	kinds="off on"
+	[[ -n ${OLD_RAIDD_BIN:-} ]] && kinds="off on old"
+	for csum in $kinds; do
 		name=r$level$csum
 		members=()
 		for ((i = 0; i < n; i++)); do
@@ -152,11 +160,13 @@ for level in $LEVELS; do
 		done
 		flags=()
 		case $FEATURE:$csum in
-		checksums:on) flags=(--checksums) ;;
+		checksums:on | checksums:old) flags=(--checksums) ;;
 		ppl:off) flags=(--consistency-policy bitmap) ;;
-		ppl:on) flags=(--consistency-policy ppl) ;;
+		ppl:on | ppl:old) flags=(--consistency-policy ppl) ;;
 		esac
-		"$bin" create --name "$name" --level "$level" --chunk "$CHUNK" "${flags[@]}" --log-level warn "${members[@]}" \
+		sbin=$bin
+		[[ $csum == old ]] && sbin=$OLD_RAIDD_BIN
+		"$sbin" create --name "$name" --level "$level" --chunk "$CHUNK" "${flags[@]}" --log-level warn "${members[@]}" \
 			>"$work/$name.create" 2>&1 || die "raidd create --level $level ($FEATURE $csum) failed: $(cat "$work/$name.create")"
 		serve "$name" "${members[@]}"
 		targets+=("$name:$level:$csum:${pids[-1]}:nbd+unix:///$name?socket=$sock/$name.sock")
@@ -189,8 +199,10 @@ done
 # after preconditioning, so that the jobs meet data the missing members held.
 if ((DEGRADED > 0)); then
 	for target in "${targets[@]}"; do
-		IFS=: read -r tname tlevel _ <<<"$target"
+		IFS=: read -r tname tlevel tcsum _ <<<"$target"
 		read -r -a tm <<<"${tmembers[$tname]}"
+		sbin=$bin
+		[[ $tcsum == old ]] && sbin=$OLD_RAIDD_BIN
 		k=$DEGRADED
 		case $tlevel in
 		6) ((k < 2)) && k=2 ;;
@@ -198,7 +210,7 @@ if ((DEGRADED > 0)); then
 		0) die "DEGRADED: RAID0 cannot run degraded" ;;
 		esac
 		for ((i = 0; i < k; i++)); do
-			"$bin" fail --control "$sock/$tname.ctl" "$tname" "${tm[$i]}" >/dev/null || die "raidd fail $tname ${tm[$i]} failed"
+			"$sbin" fail --control "$sock/$tname.ctl" "$tname" "${tm[$i]}" >/dev/null || die "raidd fail $tname ${tm[$i]} failed"
 		done
 		echo "$tname: failed $k member(s)" >&2
 	done
@@ -230,10 +242,18 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 echo "feature: $FEATURE$( ((DEGRADED > 0)) && echo ", degraded"); members: $MEMBERS, $DISKS per array (RAID1: 2) of $DISK_SIZE, chunk $CHUNK$([[ $MEMBERS == disks ]] && echo ", $BW MiB/s and $IOPS IOPS per disk and direction"); $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((round = 1; round <= ROUNDS; round++)); do
+	# Even rounds take the arrays in the reverse order, so that no array
+	# always runs right after the same other one (what one leaves behind in
+	# the caches, or a neighbour's job starting, favours no side).
+	order=("${targets[@]}")
+	if ((round % 2 == 0)); then
+		order=()
+		for ((i = ${#targets[@]} - 1; i >= 0; i--)); do order+=("${targets[i]}"); done
+	fi
 	for job in "${jobs[@]}"; do
 		jname=${job%%:*}
 		jargs=${job#*:}
-		for target in "${targets[@]}"; do
+		for target in "${order[@]}"; do
 			IFS=: read -r tname _ _ tpid turi <<<"$target"
 			echo "round $round: fio $jname on $tname ..." >&2
 			t0=$(cpu_ticks "$tpid")
@@ -281,8 +301,12 @@ levels = []
 for name, level, csum in targets:
     if level not in levels:
         levels.append(level)
-print(f"{'level':<7}{'job':<15}{'off':>10}{'on':>10}{'on/off':>8}{'cost':>7}{'rounds':>12}{'cpu us/MiB off':>16}{'on':>8}{'target':>8}")
-print("-" * 101)
+old = any(csum == "old" for _, _, csum in targets)
+head = f"{'level':<7}{'job':<15}{'off':>10}{'on':>10}{'on/off':>8}{'cost':>7}{'rounds':>12}{'cpu us/MiB off':>16}{'on':>8}{'target':>8}"
+if old:
+    head += f"{'old':>10}{'cost':>7}{'cpu old':>9}{'on/old':>8}"
+print(head)
+print("-" * len(head))
 for level in levels:
     for job in jobs:
         off, coff = med(job, f"r{level}off")
@@ -296,8 +320,14 @@ for level in levels:
         else:
             target = "10%" if job.startswith("seq") else "-"
         lo, hi = spread(job, level)
-        print(f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{f'{lo:.2f}-{hi:.2f}':>12}{coff:>16.0f}{con:>8.0f}{target:>8}")
+        line = f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{f'{lo:.2f}-{hi:.2f}':>12}{coff:>16.0f}{con:>8.0f}{target:>8}"
+        if old:
+            o, co = med(job, f"r{level}old")
+            line += f"{o:>10.0f}{(1 - o / off) * 100:>6.0f}%{co:>9.0f}{on / o:>8.2f}"
+        print(line)
 print()
+if old:
+    print("old: the same array with the feature served by OLD_RAIDD_BIN, in the same rounds; on/old: the new binary's rate over the old one's")
 print("off/on: sequential jobs in MiB/s, random jobs in IOPS; median of", rounds, "interleaved round(s)")
 if feature == "checksums":
     print("cost: 1 - on/off (the issue's targets: at most 10% on sequential read and write, 15% on random 4K write)")

@@ -57,9 +57,15 @@ func (a *Array) noteEnd(end int64) {
 }
 
 func (a *Array) continues(off int64) bool {
-	width := a.geo.StripeWidth()
+	return a.continuesWithin(off, a.geo.StripeWidth())
+}
+
+// continuesWithin reports whether a recent write ended at most window
+// bytes before off. A slot no write has filled yet holds 0: on a fresh
+// array, writes within window of the start count as a stream's.
+func (a *Array) continuesWithin(off, window int64) bool {
 	for i := range a.ends {
-		if e := a.ends[i].Load(); e <= off && e > off-width {
+		if e := a.ends[i].Load(); e <= off && e > off-window {
 			return true
 		}
 	}

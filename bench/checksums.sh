@@ -240,6 +240,28 @@ done
 # cpu_ticks PID: user + system clock ticks of the process.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# log_counts NAME: the write-hole log's records and log writes so far
+# ("0 0" without a log), from raidd status --json.
+log_counts() {
+	{ "$bin" status --json --control "$sock/$1.ctl" "$1" || true; } 2>/dev/null | python3 -c '
+import json, sys
+def find(x):
+    if isinstance(x, dict):
+        if isinstance(x.get("journal"), dict):
+            return x["journal"]
+        x = list(x.values())
+    if isinstance(x, list):
+        for v in x:
+            j = find(v)
+            if j:
+                return j
+try:
+    j = find(json.load(sys.stdin)) or {}
+except ValueError:
+    j = {}
+print(j.get("records", 0), j.get("log_writes", 0))'
+}
+
 echo "feature: $FEATURE$( ((DEGRADED > 0)) && echo ", degraded"); members: $MEMBERS, $DISKS per array (RAID1: 2) of $DISK_SIZE, chunk $CHUNK$([[ $MEMBERS == disks ]] && echo ", $BW MiB/s and $IOPS IOPS per disk and direction"); $ROUNDS round(s) of $RUNTIME s (+$RAMP s ramp) per job; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((round = 1; round <= ROUNDS; round++)); do
 	# Even rounds take the arrays in the reverse order, so that no array
@@ -256,12 +278,15 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		for target in "${order[@]}"; do
 			IFS=: read -r tname _ _ tpid turi <<<"$target"
 			echo "round $round: fio $jname on $tname ..." >&2
+			read -r r0 w0 < <(log_counts "$tname")
 			t0=$(cpu_ticks "$tpid")
 			# shellcheck disable=SC2086
 			fio --name="$jname" --ioengine=nbd --uri="$turi" $jargs --numjobs=1 \
 				--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
 				--output-format=json --output="$work/$jname.$tname.$round.json" >/dev/null
 			echo "$(($(cpu_ticks "$tpid") - t0))" >"$work/$jname.$tname.$round.cpu"
+			read -r r1 w1 < <(log_counts "$tname")
+			echo "$((r1 - r0)) $((w1 - w0))" >"$work/$jname.$tname.$round.log"
 		done
 	done
 done
@@ -301,8 +326,28 @@ levels = []
 for name, level, csum in targets:
     if level not in levels:
         levels.append(level)
+def log_ratios(job, target):
+    # The write-hole log's records per client write and per log write
+    # (group commit), over the rounds (ramps included, as the counters
+    # are); "-" when the target wrote no log.
+    recs = writes = ops = 0
+    for r in range(1, rounds + 1):
+        with open(f"{work}/{job}.{target}.{r}.log") as f:
+            a, b = map(int, f.read().split())
+        recs, writes = recs + a, writes + b
+        with open(f"{work}/{job}.{target}.{r}.json") as f:
+            text = f.read()
+        side = json.loads(text[text.index("{"):])["jobs"][0]["write" if "write" in job else "read"]
+        ops += side["iops"] * (ramp + runtime)
+    if not writes:
+        return "-"
+    return f"{recs / ops:.2f} {recs / writes:.2f}"
+
 old = any(csum == "old" for _, _, csum in targets)
+logcol = feature == "ppl"
 head = f"{'level':<7}{'job':<15}{'off':>10}{'on':>10}{'on/off':>8}{'cost':>7}{'rounds':>12}{'cpu us/MiB off':>16}{'on':>8}{'target':>8}"
+if logcol:
+    head += f"{'recs/op, /logwrite':>20}"
 if old:
     head += f"{'old':>10}{'cost':>7}{'cpu old':>9}{'on/old':>8}"
 print(head)
@@ -321,6 +366,8 @@ for level in levels:
             target = "10%" if job.startswith("seq") else "-"
         lo, hi = spread(job, level)
         line = f"raid{level:<3}{job:<15}{off:>10.0f}{on:>10.0f}{on / off:>8.2f}{(1 - on / off) * 100:>6.0f}%{f'{lo:.2f}-{hi:.2f}':>12}{coff:>16.0f}{con:>8.0f}{target:>8}"
+        if logcol:
+            line += f"{log_ratios(job, f'r{level}on'):>20}"
         if old:
             o, co = med(job, f"r{level}old")
             line += f"{o:>10.0f}{(1 - o / off) * 100:>6.0f}%{co:>9.0f}{on / o:>8.2f}"
@@ -336,4 +383,6 @@ else:
     print("sequential writes, 20% on degraded partial writes; md publishes 30-40% for its PPL)")
 print("rounds: the lowest and highest on/off of a single round (off and on ran one after the other)")
 print("cpu us/MiB: raidd's user + system CPU time per MiB the job moved")
+if logcol:
+    print("recs/op, /logwrite: the log's records per client write, and per durable log write (group commit)")
 EOF

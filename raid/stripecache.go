@@ -14,7 +14,8 @@ import (
 // line up with the stripe width pays that at both ends of every request.
 // So the partial-stripe pieces of client writes that may belong to such a
 // stream (a piece that begins or ends at a stripe boundary, continues a
-// recent write, or falls in a stripe already cached) are copied into a
+// recent write that ended up to streamWindow stripe widths before it, or
+// falls in a stripe already cached) are copied into a
 // stripe-width buffer per stripe and acknowledged; other pieces (a random
 // write inside one stripe) go to the members at once, since waiting would
 // not save them anything. A cached stripe is written to the members when

@@ -1220,8 +1220,9 @@ type dsyncWriter interface {
 }
 
 // writeDurable writes vec (size bytes) at at on d and makes it durable:
-// one durable write where the member can (a FUA write on a block device,
-// where a write and a sync are two operations), else a write and a sync.
+// one durable write where the member can (WritevAtDSync: a FUA write on a
+// block device with FUA, where a write and a sync are two operations),
+// else a write and a sync.
 // kind says which of the two failed.
 func writeDurable(d Member, vec [][]byte, at, size int64) (kind ioKind, err error) {
 	if dw, ok := d.(dsyncWriter); ok {

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,8 +177,8 @@ func TestDirectVectoredOps(t *testing.T) {
 // TestWritevAtDSync: a durable vectored write (how the engine writes its
 // write-hole log records: a head, partial parities and padding) is one
 // write system call on buffered and direct members alike, with no sync
-// of its own, reads back intact, and still works where the kernel refuses
-// RWF_DSYNC.
+// of its own (but on a block device without FUA, which writes and syncs),
+// reads back intact, and still works where the kernel refuses RWF_DSYNC.
 func TestWritevAtDSync(t *testing.T) {
 	for _, kind := range append([]string{"buffered"}, directKinds...) {
 		t.Run(kind, func(t *testing.T) {
@@ -189,18 +193,20 @@ func TestWritevAtDSync(t *testing.T) {
 			} else {
 				f = openDirect(t, kind, 4<<20)
 			}
+			noFUA := kind == "block" && queueAttr(t, f.Path(), "fua") == "0"
 			for round, refuse := range []bool{false, true} {
 				if refuse {
 					member.RefuseDSync(f)
 				}
+				syncs := refuse || noFUA // writes and syncs
 				bufs := [][]byte{make([]byte, 64), misaligned(4096, 8), make([]byte, 4096), make([]byte, 448)}
 				for i, b := range bufs {
 					fill(b, int64(10*round+i))
 				}
 				const off = 1 << 20
 				c, restore := countIO(0)
-				var syncs atomic.Int32
-				restoreSync := member.SetSyncHook(func(*member.File) { syncs.Add(1) })
+				var nsync atomic.Int32
+				restoreSync := member.SetSyncHook(func(*member.File) { nsync.Add(1) })
 				n, err := f.WritevAtDSync(bufs, off)
 				restoreSync()
 				restore()
@@ -208,11 +214,11 @@ func TestWritevAtDSync(t *testing.T) {
 				require.Equal(t, 8704, n)
 				assert.Equal(t, 1, c.get(f).writes, "one write system call")
 				wantSyncs := int32(0) // RWF_DSYNC: the write is durable by itself
-				if refuse {
+				if syncs {
 					wantSyncs = 1
 				}
-				assert.Equal(t, wantSyncs, syncs.Load(), "fdatasync calls (refused %v)", refuse)
-				assert.Equal(t, refuse, member.DSyncRefused(f), "RWF_DSYNC refused")
+				assert.Equal(t, wantSyncs, nsync.Load(), "fdatasync calls (refused %v, no FUA %v)", refuse, noFUA)
+				assert.Equal(t, syncs, member.DSyncRefused(f), "RWF_DSYNC not used")
 				got := make([]byte, 8704)
 				_, err = f.ReadAt(got, off)
 				require.NoError(t, err)
@@ -220,6 +226,55 @@ func TestWritevAtDSync(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queueAttr returns the sysfs queue attribute name of the loop device at
+// path, trimmed, skipping the test when sysfs does not have it.
+func queueAttr(t *testing.T, path, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("/sys/block/" + filepath.Base(path) + "/queue/" + name)
+	if err != nil {
+		t.Skipf("no queue/%s in sysfs for %s: %v", name, path, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// flushes returns how many flush requests the loop device at path has
+// completed (/sys/block/NAME/stat, field 16), skipping the test when the
+// kernel does not count them (before Linux 5.5).
+func flushes(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/sys/block/" + filepath.Base(path) + "/stat")
+	require.NoError(t, err)
+	f := strings.Fields(string(b))
+	if len(f) < 16 {
+		t.Skipf("%s: the kernel does not count flushes in /sys/block/*/stat", path)
+	}
+	n, err := strconv.ParseInt(f[15], 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// TestDSyncWithoutFUA: on a block device without FUA a durable write costs
+// the device one flush, not the two RWF_DSYNC makes it pay there (the
+// flush that stands in for the write's FUA, and the one of the sync the
+// kernel adds after a dsync write): the write-hole log's records are
+// written and synced, and a disk that counts its operations does a third
+// fewer per record.
+func TestDSyncWithoutFUA(t *testing.T) {
+	f := openDirect(t, "block", 4<<20)
+	if queueAttr(t, f.Path(), "fua") != "0" {
+		t.Skipf("%s has FUA: RWF_DSYNC is a FUA write there", f.Path())
+	}
+	buf := make([]byte, 4096)
+	fill(buf, 1)
+	const writes = 20
+	before := flushes(t, f.Path())
+	for i := range writes {
+		_, err := f.WritevAtDSync([][]byte{buf}, int64(i)*4096)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(writes), flushes(t, f.Path())-before, "one flush per durable write")
 }
 
 // fill fills p with a seeded pattern that differs in every 4 KiB, more

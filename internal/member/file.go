@@ -63,7 +63,8 @@ type File struct {
 	// shrunk is set once the device was found shorter than size; every
 	// later call but Sync and Close then fails with ErrShrunk.
 	shrunk atomic.Bool
-	// noDSync is set once the kernel refused pwritev2's RWF_DSYNC: then
+	// noDSync is set once the kernel refused pwritev2's RWF_DSYNC, and at
+	// Open for a block device without FUA (see WritevAtDSync): then
 	// WritevAtDSync writes and syncs.
 	noDSync atomic.Bool
 	// edges serializes the read-modify-write of partially written
@@ -284,6 +285,9 @@ func (m *File) probe() error {
 		m.maxIO = maxSectors(st.Rdev)
 		m.rq.depth = readDepthOf(st.Rdev)
 		m.canDiscard = !m.readOnly && discardMaxBytes(uint64(st.Rdev)) > 0
+		if fua, ok := queueLimit(st.Rdev, "fua"); ok && fua == 0 {
+			m.noDSync.Store(true)
+		}
 	default:
 		return fmt.Errorf("member: %s is %s, not a regular file or block device: %w", m.path, typeName(st.Mode&unix.S_IFMT), ErrFileType)
 	}

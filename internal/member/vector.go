@@ -114,12 +114,17 @@ func (m *File) WritevAt(bufs [][]byte, off int64) (int, error) {
 }
 
 // WritevAtDSync is WritevAt that returns once the bytes are durable: one
-// pwritev2(2) with RWF_DSYNC, which a block device serves as a write with
-// FUA, where a write and then Sync cost it two operations and the
-// fdatasync(2) waits for every other write in flight on the member. The
-// engine writes its write-hole log records so. Where the kernel refuses the
-// flag (EOPNOTSUPP; ENOSYS before Linux 4.7) it writes and then syncs, then
-// and from then on; so do ranges WritevAt would serve one buffer at a time.
+// pwritev2(2) with RWF_DSYNC, which a block device with FUA serves as a
+// write with FUA. The engine writes its write-hole log records so. A block
+// device without FUA (sysfs queue/fua 0: most loop devices, disks behind
+// some controllers) writes and then syncs instead: there the kernel serves
+// RWF_DSYNC as a write, the flush that stands in for its FUA, and the
+// flush of the sync it adds after every dsync write, one flush more than
+// a write and fdatasync(2) cost (on a loop device: 2 flushes per call
+// against 1, /sys/block/loopN/stat; TestDSyncWithoutFUA), and a disk that
+// counts its operations pays for each. Where the kernel refuses the flag
+// (EOPNOTSUPP; ENOSYS before Linux 4.7) it writes and then syncs, then and
+// from then on; so do ranges WritevAt would serve one buffer at a time.
 func (m *File) WritevAtDSync(bufs [][]byte, off int64) (int, error) {
 	want := total(bufs)
 	if m.noDSync.Load() || m.readOnly || m.closed.Load() || m.shrunk.Load() || off < 0 || off+want > m.size || len(bufs) > maxIovecs {

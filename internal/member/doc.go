@@ -93,7 +93,9 @@
 // MiB). A 1 MiB request on a four-member RAID0 with 64 KiB chunks thus
 // costs each member one 256 KiB I/O, not four of 64 KiB. WritevAtDSync
 // is WritevAt made durable by the same call (pwritev2 with RWF_DSYNC, a
-// FUA write on a block device), for the engine's write-hole log records.
+// FUA write on a block device), for the engine's write-hole log records;
+// on a block device without FUA, where the kernel would flush twice for
+// it, a write and an fdatasync (one flush).
 //
 // Reads that reach a direct member from different callers, back to back
 // on the member, are merged as a block layer's queue merges requests while

@@ -50,6 +50,7 @@ type Array struct {
 	readOnly         bool
 	zeroElide        bool
 	coalesce         bool
+	writeBack        WriteBack // Options.RandomWriteBack, with a stripe cache
 	cleanDelay       time.Duration
 	clock            clock.Clock // the time of the rate limiter, clean marking and checkpoints
 	minRate, maxRate int64
@@ -206,6 +207,7 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 			delay = DefaultStripeCacheDelay
 		}
 		a.cache = newStripeCache(width, limit, delay)
+		a.writeBack = o.RandomWriteBack
 	}
 	for i := range a.gq {
 		a.gq[i].notify = make(chan struct{}, 1)

@@ -222,7 +222,7 @@ func createAreas(co CreateOptions, n int, minSize int64) (dataOff, logLen, csumO
 		}
 	}
 	if journal {
-		logLen = JournalLength(n, co.Chunk)
+		logLen = journalLengthFor(n, co.Chunk, minSize)
 		dataOff += logLen
 	}
 	if co.Checksums {

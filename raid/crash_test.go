@@ -73,6 +73,11 @@ func crashTrialOpts(t *testing.T, level stripe.Level, n int, seed int64, checksu
 		// finds others still cached.
 		opts.StripeCache = 4 * chunk * int64(n)
 		opts.StripeCacheDelay = time.Millisecond
+		// Random partial writes held (the default with the write-hole
+		// log on members not in memory) or written at once, by seed.
+		if seed&1 == 1 {
+			opts.RandomWriteBack = raid.WriteBackOff
+		}
 	}
 	a, err := raid.Create(devs, raid.CreateOptions{Name: "crash", Level: level, Chunk: chunk, BitmapRegion: region, Checksums: checksums}, opts)
 	require.NoError(t, err, "seed %d", seed)

@@ -113,6 +113,22 @@ func JournalLength(n int, chunk int64) int64 {
 	return roundUp(max(logHeaderSize+2*maxRecord(n, chunk), 1<<20), superblock.Align)
 }
 
+// journalLengthFor returns the log area length of a new parity array of n
+// members, the smallest minSize bytes: a 32nd of the member, between
+// JournalLength and maxJournal. The log fills up with the records of
+// random partial writes (about 4.5 KiB for a 4 KiB write); a full log
+// means a checkpoint, which waits for every row write in flight and syncs
+// every member: with the stripe cache's flusher writing out 128 stripes at
+// once (flushParallel), RAID5 random 4 KiB writes on bench/disks.sh's
+// disks checkpointed twice a second in a 1 MiB log.
+func journalLengthFor(n int, chunk, minSize int64) int64 {
+	l := min(minSize/32, maxJournal) / superblock.Align * superblock.Align
+	return max(JournalLength(n, chunk), l)
+}
+
+// maxJournal bounds the log area journalLengthFor gives.
+const maxJournal = 16 << 20
+
 func maxRecord(n int, chunk int64) int64 {
 	return roundUp(recHeaderSize+int64(n)*(chunk+(chunk/elideMin+2)*recDescSize), recAlign)
 }
@@ -412,6 +428,10 @@ type logQueue struct {
 	// says the leader waits for them (gather).
 	planned   int
 	gathering bool
+	// fg counts the queued records of ops a client waits for (not
+	// Op.background): a leader gathering for a background op stops
+	// waiting when one is queued.
+	fg int
 	// lat is the time the log's durable writes take (a moving average):
 	// how long a leader waits at most for planned records (gather).
 	lat time.Duration
@@ -430,6 +450,7 @@ type logQueue struct {
 type pendingRec struct {
 	vec  [][]byte
 	size int64
+	fg   bool // a client waits for it (see logQueue.fg)
 	done bool
 	full bool
 	err  error
@@ -1011,7 +1032,7 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 	}
 	for i, m := range lm {
 		p := &op.logPend[i]
-		*p = pendingRec{vec: vec, size: size}
+		*p = pendingRec{vec: vec, size: size, fg: !op.background}
 		q := &j.logs[m]
 		q.mu.Lock()
 		planned := false
@@ -1025,7 +1046,10 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 			j.writeNow(op, m, q, p)
 		} else {
 			q.queue = append(q.queue, p)
-			if !planned && q.gathering {
+			if p.fg {
+				q.fg++
+			}
+			if q.gathering && (!planned || p.fg || len(q.queue) >= bgBatch) {
 				q.cond.Broadcast()
 			}
 		}
@@ -1089,7 +1113,7 @@ func (j *journal) await(op *Op, m int, p *pendingRec) {
 			continue
 		}
 		q.leader = true
-		j.gather(q)
+		j.gather(q, op.background)
 		j.writeBatch(op, m, q)
 		q.leader = false
 		q.cond.Broadcast()
@@ -1100,6 +1124,13 @@ func (j *journal) await(op *Op, m int, p *pendingRec) {
 // defaultGather caps how long a leader waits for the records planned for
 // its log (gather), whatever its writes take.
 const defaultGather = 10 * time.Millisecond
+
+// gatherBackground is how long the leader of a background op's record
+// (Op.background) waits for the records planned for its log.
+const gatherBackground = 40 * time.Millisecond
+
+// bgBatch is the batch a leader gathering for a background op waits for.
+const bgBatch = 48
 
 // gather makes the leader of q's next batch wait for the records planned
 // for q (the row writes between PlanRowLog and LogRow whose record goes
@@ -1118,9 +1149,12 @@ const defaultGather = 10 * time.Millisecond
 // writes whose parity is on the same member arrive one by one, spread
 // over their reads: without the wait, a log write carried about 1.2 of
 // them (bench/README.md).
-func (j *journal) gather(q *logQueue) {
-	wait := min(q.lat, j.gatherMax)
-	if q.planned <= 0 || wait <= 0 || len(q.queue) >= maxBatch {
+func (j *journal) gather(q *logQueue, background bool) {
+	wait, limit := min(q.lat, j.gatherMax), maxBatch
+	if background {
+		wait, limit = gatherBackground, bgBatch
+	}
+	if wait <= 0 || len(q.queue) >= limit || (background && q.fg > 0) || (!background && q.planned <= 0) {
 		return
 	}
 	deadline := time.Now().Add(wait)
@@ -1134,7 +1168,7 @@ func (j *journal) gather(q *logQueue) {
 		q.wake.Reset(wait)
 	}
 	q.gathering = true
-	for q.planned > 0 && len(q.queue) < maxBatch && time.Now().Before(deadline) {
+	for len(q.queue) < limit && time.Now().Before(deadline) && (background && q.fg == 0 || !background && q.planned > 0) {
 		q.cond.Wait()
 	}
 	q.gathering = false
@@ -1193,6 +1227,9 @@ func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 		q.tail -= size // nothing after it was reserved: the leader is alone
 	}
 	for i, p := range batch {
+		if p.fg {
+			q.fg--
+		}
 		if i < k {
 			p.err, p.kind = err, kind
 		} else {

@@ -150,6 +150,10 @@ type Op struct {
 	// the rate limiter charges.
 	cause cause
 	moved [2 * stripe.MaxMembers]int64
+	// background says no client waits for the op (the stripe cache's
+	// flusher): its write-hole log records may wait longer for others to
+	// share their log write (journal.gather).
+	background bool
 
 	failed  uint64 // members that failed during this op
 	errs    [stripe.MaxMembers]error
@@ -834,7 +838,7 @@ func (op *Op) reset() {
 	if op.cause == causeRebuild || op.cause == causeResync || op.cause == causeScrub {
 		clear(op.moved[:])
 	}
-	op.repair = false
+	op.repair, op.background = false, false
 	clear(op.found)
 	op.found = op.found[:0]
 	op.cause = causeOther

@@ -55,6 +55,12 @@ type Options struct {
 	// StripeCacheDelay is how long a partial stripe may stay cached. 0
 	// means DefaultStripeCacheDelay.
 	StripeCacheDelay time.Duration
+	// RandomWriteBack says whether the stripe cache also holds random
+	// partial-stripe writes, which it otherwise sends to the members at
+	// once (see holdsRandom in stripecache.go). The zero value,
+	// WriteBackAuto, holds them when the array keeps a write-hole log on
+	// members that are not held in memory.
+	RandomWriteBack WriteBack
 	// ForceAssemble lets Assemble start an array that has lost more members
 	// than its level tolerates, by trusting the freshest left-out members
 	// whose data is intact (mdadm --assemble --force); see Assemble.
@@ -107,6 +113,9 @@ func (o Options) Validate() error {
 	if o.StripeCache < 0 {
 		errs = append(errs, fmt.Errorf("%w: StripeCache is %d, want >= 0 (0 disables it)", ErrConfig, o.StripeCache))
 	}
+	if o.RandomWriteBack < WriteBackAuto || o.RandomWriteBack > WriteBackOff {
+		errs = append(errs, fmt.Errorf("%w: RandomWriteBack is %d, want WriteBackAuto, WriteBackOn or WriteBackOff", ErrConfig, o.RandomWriteBack))
+	}
 	if o.StripeCacheDelay < 0 {
 		errs = append(errs, fmt.Errorf("%w: StripeCacheDelay is %v, want >= 0", ErrConfig, o.StripeCacheDelay))
 	}
@@ -121,6 +130,16 @@ func (o Options) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WriteBack is a choice of Options.RandomWriteBack.
+type WriteBack int8
+
+// Choices of Options.RandomWriteBack.
+const (
+	WriteBackAuto WriteBack = iota // with a write-hole log on members not in memory
+	WriteBackOn                    // always (with a stripe cache)
+	WriteBackOff                   // never
+)
 
 // Stripe cache defaults: the size raidd serve uses unless configured
 // (Options.StripeCache), and the delay when Options.StripeCacheDelay is 0.

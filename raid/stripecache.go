@@ -16,15 +16,20 @@ import (
 // stream (a piece that begins or ends at a stripe boundary, continues a
 // recent write that ended up to streamWindow stripe widths before it, or
 // falls in a stripe already cached) are copied into a
-// stripe-width buffer per stripe and acknowledged; other pieces (a random
-// write inside one stripe) go to the members at once, since waiting would
-// not save them anything. A cached stripe is written to the members when
+// stripe-width buffer per stripe and acknowledged. Other pieces (a random
+// write inside one stripe) are held too when the array keeps a write-hole
+// log on members that are not held in memory (holdsRandom): written out
+// side by side by the flusher, their log records share log writes.
+// Otherwise they go to the members at once, since waiting would not save
+// them anything. A cached stripe is written to the members when
 //
 //   - it is complete: one full-stripe write, no reads (inline, by the
 //     write that completed it);
 //   - its deadline passes (Options.StripeCacheDelay after the stripe was
 //     first cached), or the cache is more than three quarters full (the
-//     oldest go first): by the flusher, as the partial writes they are;
+//     oldest go first): by the flusher, as the partial writes they are,
+//     up to flushParallel at once, each as a background op (no client
+//     waits for it; see Op.background);
 //   - a FLUSH (Sync), a FUA write to the stripe, a TRIM or WRITE_ZEROES
 //     overlapping it, or Close: before that call returns.
 //
@@ -59,6 +64,7 @@ type centry struct {
 	valid      int64  // bytes covered by runs
 	born       time.Time
 	prev, next *centry // age list, oldest first
+	flushing   bool    // handed to a flusher goroutine (due), until removed or given back (undue)
 }
 
 func (e *centry) add(lo, hi int64) {
@@ -95,6 +101,7 @@ type stripeCache struct {
 	allocated  int
 	err        error // a write-out failed since the last Sync
 	wake       chan struct{}
+	busy       int // entries handed to flusher goroutines (flushing)
 
 	count   atomic.Int64 // entries, read without mu on the read path
 	flushes atomic.Int64 // stripes written out
@@ -172,7 +179,10 @@ func (c *stripeCache) remove(s int64) {
 	} else {
 		c.tail = e.prev
 	}
-	e.runs, e.valid, e.prev, e.next = e.runs[:0], 0, nil, nil
+	if e.flushing {
+		c.busy--
+	}
+	e.runs, e.valid, e.prev, e.next, e.flushing = e.runs[:0], 0, nil, nil, false
 	c.free = append(c.free, e)
 	c.count.Add(-1)
 }
@@ -260,24 +270,41 @@ func (c *stripeCache) overlay(p []byte, off, first, last int64) {
 	})
 }
 
-// due appends the stripes the flusher should write out now: those past
-// their deadline and, while more than three quarters of the buffers are in
-// use, the oldest others.
-func (c *stripeCache) due(dst []int64, now time.Time) []int64 {
+// due appends the stripes the flusher should write out now, so that at
+// most limit are being written out at once, and marks them as handed out (a later due skips them until they
+// are removed or undue gives them back): those past their deadline and,
+// while more than three quarters of the buffers are in use by entries not
+// already being written out, the oldest others.
+func (c *stripeCache) due(dst []int64, now time.Time, limit int) []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	over := len(c.entries) - c.max*3/4
-	for e := c.head; e != nil; e = e.next {
-		if now.Sub(e.born) >= c.delay {
-			dst = append(dst, e.stripe)
-		} else if over > 0 {
-			dst = append(dst, e.stripe)
-		} else {
+	room := limit - c.busy
+	over := len(c.entries) - c.busy - c.max*3/4
+	for e := c.head; e != nil && room > 0; e = e.next {
+		if e.flushing {
+			continue
+		}
+		if now.Sub(e.born) < c.delay && over <= 0 {
 			break
 		}
+		e.flushing = true
+		c.busy++
+		dst = append(dst, e.stripe)
+		room--
 		over--
 	}
 	return dst
+}
+
+// undue gives stripe s, handed out by due, back to later dues (its write-out
+// could not start).
+func (c *stripeCache) undue(s int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[s]; e != nil && e.flushing {
+		e.flushing = false
+		c.busy--
+	}
 }
 
 // setErr records a failed write-out for the next Sync.
@@ -315,6 +342,7 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 	end := off + int64(len(p))
 	now := a.clock.Now()
 	stream := off > 0 && a.continuesWithin(off, streamWindow*w)
+	random := !fua && a.holdsRandom()
 	a.noteEnd(end)
 	var err error
 	for pos := off; pos < end && err == nil; {
@@ -342,7 +370,7 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 		c.mu.Lock()
 		e := c.get(s)
 		c.mu.Unlock()
-		want := e != nil || (!fua && (pos == base || pos+k == base+w || stream))
+		want := e != nil || (!fua && (pos == base || pos+k == base+w || stream || random))
 		if want {
 			e = c.put(s, pos-base, piece, now)
 		}
@@ -352,7 +380,12 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 			if want {
 				c.bypass.Add(1)
 			}
+			// A random piece that found the cache full waits for the
+			// flusher's write-outs anyway: its log record may wait with
+			// theirs (journal.gather) rather than cut their gathering short.
+			op.background = random
 			err = a.layout.WriteAt(op, piece, pos)
+			op.background = false
 		case fua || e.valid == w:
 			err = a.writeOut(op, s)
 		}
@@ -362,6 +395,34 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 		a.syncTouched(op)
 	}
 	return a.finishWrite(op, err)
+}
+
+// holdsRandom reports whether the stripe cache holds random partial-stripe
+// pieces too (Options.RandomWriteBack; by default when the array keeps a
+// write-hole log on members not held in memory).
+//
+// A random partial write sent to the members at once costs, with the
+// write-hole log, a durable log write of its own on a disk (a write and a
+// flush where the disk has no FUA) unless another row write's record is
+// ready to share it, and that is rare: the client has only so many writes
+// in flight, and each waits for its reads, its log write and its member
+// writes before the next takes its place. Held in the cache, the write is
+// acknowledged at once; the flusher writes it out by its deadline with up
+// to flushParallel others, and their records share log writes. On
+// bench/disks.sh (4 disks, random 4 KiB writes, 2 rounds) RAID5 went from
+// 0.59 of the disks' ideal to 0.96 (policy bitmap: 0.99), RAID6 from 0.57
+// to 0.95 (bitmap 1.00): about 27 records per log write, where it was 1.5.
+// Members held in memory gain nothing (a log write there is a copy: see
+// journal.writeNow), and without the log a random write has nothing to
+// share, so it goes out at once as before.
+func (a *Array) holdsRandom() bool {
+	switch a.writeBack {
+	case WriteBackOn:
+		return true
+	case WriteBackOff:
+		return false
+	}
+	return a.journal != nil && !a.allInMemory()
 }
 
 // streamWindow is how many stripe widths before a write a recent write
@@ -423,13 +484,18 @@ func (a *Array) writeOutLocked(op *Op, first, last int64) error {
 	return nil
 }
 
-// flushParallel bounds the stripes written out at once by flushStripes.
-const flushParallel = 16
+// flushParallel bounds the stripes written out at once, by the flusher and
+// by flushStripes (a Sync, Close). With random pieces held (holdsRandom)
+// the flusher carries the array's whole random write load, and its row
+// writes are what share the write-hole log's durable writes
+// (journal.gather): the more of them run side by side, the fewer log
+// writes each costs. A Sync's write-outs share them the same way.
+const flushParallel = 128
 
 // flushStripes writes out the given cached stripes, each under its own
 // lock, as a write of its own (dirty marking, bitmap, failure handling),
 // up to flushParallel at a time. The caller holds no stripe lock.
-// Failures are returned and recorded for the next Sync.
+// Failures are returned, and recorded for the next Sync (flushStripe).
 func (a *Array) flushStripes(stripes []int64) error {
 	var (
 		mu   sync.Mutex
@@ -442,8 +508,7 @@ func (a *Array) flushStripes(stripes []int64) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := a.flushStripe(s); err != nil {
-				a.cache.setErr(err)
+			if err := a.flushStripe(s, false); err != nil {
 				mu.Lock()
 				errs = errors.Join(errs, err)
 				mu.Unlock()
@@ -454,7 +519,11 @@ func (a *Array) flushStripes(stripes []int64) error {
 	return errs
 }
 
-func (a *Array) flushStripe(s int64) error {
+// flushStripe writes out cached stripe s as a write of its own. A failure
+// is recorded for the next Sync before the stripe lock is let go, so that
+// a Sync that waited for the lock, and then found the stripe written out,
+// sees it.
+func (a *Array) flushStripe(s int64, background bool) error {
 	c := a.cache
 	c.mu.Lock()
 	e := c.get(s)
@@ -465,24 +534,32 @@ func (a *Array) flushStripe(s int64) error {
 	if err := a.beginWrite(); err != nil {
 		a.locks.Lock(s, s)
 		c.remove(s) // a failed array takes no writes
+		c.setErr(err)
 		a.locks.Unlock(s, s)
 		return err
 	}
 	defer a.endWrite()
 	if err := a.markWrite(s, s); err != nil {
-		return err // kept: retried by the flusher or the next Sync
+		c.undue(s) // kept: retried by the flusher or the next Sync
+		c.setErr(err)
+		return err
 	}
 	defer a.doneWrite(s, s)
 	a.locks.Lock(s, s)
 	defer a.locks.Unlock(s, s)
 	op := a.getOp()
 	defer a.putOp(op)
-	op.locked, op.cause = true, causeWrite
+	op.locked, op.cause, op.background = true, causeWrite, background
 	if op.v.failed {
 		c.remove(s)
+		c.setErr(ErrFailed)
 		return ErrFailed
 	}
-	return a.finishWrite(op, a.writeOut(op, s))
+	err := a.finishWrite(op, a.writeOut(op, s))
+	if err != nil {
+		c.setErr(err)
+	}
+	return err
 }
 
 // flushCache writes out every stripe cached when it is called.
@@ -502,11 +579,18 @@ func (a *Array) flushCache() error {
 }
 
 // cacheFlusher writes out stripes past their deadline, and the oldest
-// while the cache is more than three quarters full. It sleeps while the
-// cache is empty.
+// while the cache is more than three quarters full, each on a goroutine of
+// its own, up to flushParallel at once: it does not wait for one batch to
+// finish before it starts the next, so a slow row write (a read-modify-write
+// on a disk) holds back no other. It sleeps while the cache is empty, and
+// waits for its write-outs before it returns.
 func (a *Array) cacheFlusher(ctx context.Context) {
 	c := a.cache
-	var due []int64
+	var (
+		due []int64
+		wg  sync.WaitGroup
+	)
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -517,9 +601,13 @@ func (a *Array) cacheFlusher(ctx context.Context) {
 			if a.clock.Sleep(ctx, max(c.delay/2, time.Millisecond/2)) != nil {
 				return
 			}
-			due = c.due(due[:0], a.clock.Now())
-			if len(due) > 0 {
-				_ = a.flushStripes(due) // recorded for the next Sync
+			due = c.due(due[:0], a.clock.Now(), flushParallel)
+			for _, s := range due {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = a.flushStripe(s, true) // recorded for the next Sync
+				}()
 			}
 		}
 	}

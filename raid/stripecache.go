@@ -101,7 +101,8 @@ type stripeCache struct {
 	allocated  int
 	err        error // a write-out failed since the last Sync
 	wake       chan struct{}
-	busy       int // entries handed to flusher goroutines (flushing)
+	busy       int          // entries handed to flusher goroutines (flushing)
+	nbusy      atomic.Int64 // busy, read without mu (saturated)
 
 	count   atomic.Int64 // entries, read without mu on the read path
 	flushes atomic.Int64 // stripes written out
@@ -181,6 +182,7 @@ func (c *stripeCache) remove(s int64) {
 	}
 	if e.flushing {
 		c.busy--
+		c.nbusy.Store(int64(c.busy))
 	}
 	e.runs, e.valid, e.prev, e.next, e.flushing = e.runs[:0], 0, nil, nil, false
 	c.free = append(c.free, e)
@@ -293,6 +295,7 @@ func (c *stripeCache) due(dst []int64, now time.Time, limit int) []int64 {
 		room--
 		over--
 	}
+	c.nbusy.Store(int64(c.busy))
 	return dst
 }
 
@@ -304,8 +307,20 @@ func (c *stripeCache) undue(s int64) {
 	if e := c.entries[s]; e != nil && e.flushing {
 		e.flushing = false
 		c.busy--
+		c.nbusy.Store(int64(c.busy))
 	}
 }
+
+// saturated reports whether the flusher has at least saturatedAt
+// write-outs running: the random write load it carries keeps the logs fed,
+// so a background op's log batch may wait for others (journal.gather).
+func (c *stripeCache) saturated() bool {
+	return c != nil && c.nbusy.Load() >= saturatedAt
+}
+
+// saturatedAt is the flusher's write-outs in flight from which
+// stripeCache.saturated holds.
+const saturatedAt = 16
 
 // setErr records a failed write-out for the next Sync.
 func (c *stripeCache) setErr(err error) {

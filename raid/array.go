@@ -50,7 +50,8 @@ type Array struct {
 	readOnly         bool
 	zeroElide        bool
 	coalesce         bool
-	writeBack        WriteBack // Options.RandomWriteBack, with a stripe cache
+	writeBack        WriteBack  // Options.RandomWriteBack, with a stripe cache
+	repairMu         sync.Mutex // held by Op.Run while it runs read-error repairs
 	cleanDelay       time.Duration
 	clock            clock.Clock // the time of the rate limiter, clean marking and checkpoints
 	minRate, maxRate int64

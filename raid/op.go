@@ -478,6 +478,19 @@ func (op *Op) Run() int {
 	if n == 0 {
 		return 0
 	}
+	for i := range op.batch {
+		if op.batch[i].repair {
+			// Read-error repairs run under shared stripe locks (a
+			// client read, a scrub's check), so two of them may rewrite
+			// the same bad bytes at once, with the same good data: a
+			// scrub and a read that met the same failed copy (a data
+			// race the model test found under -race). They are rare:
+			// one batch of them at a time.
+			op.a.repairMu.Lock()
+			defer op.a.repairMu.Unlock()
+			break
+		}
+	}
 	if n > 1 {
 		op.vectorize()
 		if op.a.csum != nil {

@@ -141,6 +141,33 @@ const (
 	WriteBackOff                   // never
 )
 
+// String returns the name ParseWriteBack takes: auto, on or off.
+func (w WriteBack) String() string {
+	switch w {
+	case WriteBackAuto:
+		return "auto"
+	case WriteBackOn:
+		return "on"
+	case WriteBackOff:
+		return "off"
+	}
+	return fmt.Sprintf("WriteBack(%d)", int8(w))
+}
+
+// ParseWriteBack returns the choice of Options.RandomWriteBack named s
+// (auto, on or off; empty means auto).
+func ParseWriteBack(s string) (WriteBack, error) {
+	switch s {
+	case "", "auto":
+		return WriteBackAuto, nil
+	case "on":
+		return WriteBackOn, nil
+	case "off":
+		return WriteBackOff, nil
+	}
+	return 0, fmt.Errorf("%w: %q is not auto, on or off", ErrConfig, s)
+}
+
 // Stripe cache defaults: the size raidd serve uses unless configured
 // (Options.StripeCache), and the delay when Options.StripeCacheDelay is 0.
 const (

@@ -100,6 +100,10 @@ type StripeCacheStatus struct {
 	FullStripeWrites int64 `json:"full_stripe_writes"`
 	PartialWriteouts int64 `json:"partial_writeouts"`
 	Bypassed         int64 `json:"bypassed"`
+	// RandomWrites says whether the cache holds random partial-stripe
+	// writes too (Options.RandomWriteBack, as it applies to the array's
+	// members now).
+	RandomWrites bool `json:"holds_random_writes"`
 }
 
 // JournalStatus describes the write-hole log (consistency policy "ppl",
@@ -248,7 +252,7 @@ func (a *Array) Status() Status {
 	if c := a.cache; c != nil {
 		n, full := c.count.Load(), c.full.Load()
 		st.StripeCache = &StripeCacheStatus{Limit: int64(c.max) * c.width, Bytes: n * c.width, Stripes: n,
-			FullStripeWrites: full, PartialWriteouts: c.flushes.Load() - full, Bypassed: c.bypass.Load()}
+			FullStripeWrites: full, PartialWriteouts: c.flushes.Load() - full, Bypassed: c.bypass.Load(), RandomWrites: a.holdsRandom()}
 	}
 	st.ConsistencyPolicy = ConsistencyPolicyOf(meta)
 	if j := a.journal; j != nil {

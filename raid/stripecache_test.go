@@ -467,6 +467,7 @@ func TestStripeCacheRandomWriteBack(t *testing.T) {
 	wg.Wait()
 	st := a.Status()
 	require.Equal(t, int64(writes), st.StripeCache.Stripes, "every random write is held")
+	assert.True(t, st.StripeCache.RandomWrites)
 	assert.Equal(t, st0.Stats.MemberBytesWritten, st.Stats.MemberBytesWritten, "no member write before the deadline")
 	assert.Equal(t, st0.Journal.Records, st.Journal.Records)
 	assert.Equal(t, want, readAll(t, a), "reads see the held writes")
@@ -505,7 +506,9 @@ func TestStripeCacheRandomWriteInMemory(t *testing.T) {
 		width := a.Geometry().StripeWidth()
 		_, err := a.WriteAt(make([]byte, 100), 20*width+100)
 		require.NoError(t, err)
-		assert.Equal(t, c.held, a.Status().StripeCache.Stripes, "RandomWriteBack %d", c.wb)
+		st := a.Status().StripeCache
+		assert.Equal(t, c.held, st.Stripes, "RandomWriteBack %s", c.wb)
+		assert.Equal(t, c.held == 1, st.RandomWrites, "status says whether random writes are held")
 	}
 }
 

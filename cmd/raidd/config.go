@@ -146,6 +146,11 @@ type ArrayConfig struct {
 	// StripeCacheDelay is how long a partial stripe may stay cached
 	// (raid.Options.StripeCacheDelay); 0 means 5ms.
 	StripeCacheDelay time.Duration `mapstructure:"stripe_cache_delay"`
+	// StripeCacheRandomWrites says whether the stripe cache also holds
+	// random partial-stripe writes (raid.Options.RandomWriteBack): auto
+	// (unset: when the array keeps the write-hole log on members not held
+	// in memory), on or off.
+	StripeCacheRandomWrites string `mapstructure:"stripe_cache_random_writes"`
 	// ConsistencyPolicy, when set, is what the superblocks must say keeps
 	// the array consistent across a crash (ppl, bitmap, resync or none;
 	// journal, the name an earlier raidd used, means ppl); it is chosen at create time (create --consistency-policy),
@@ -455,6 +460,9 @@ func (c *Config) Validate() error {
 		}
 		if a.StripeCacheDelay < 0 {
 			bad("%s: stripe_cache_delay: %v is negative", where, a.StripeCacheDelay)
+		}
+		if _, err := raid.ParseWriteBack(a.StripeCacheRandomWrites); err != nil {
+			bad("%s: stripe_cache_random_writes: %q is not auto, on or off", where, a.StripeCacheRandomWrites)
 		}
 		if a.RebuildMaxRate > 0 && a.RebuildMinRate > a.RebuildMaxRate {
 			bad("%s: rebuild_min_rate %s/s is above rebuild_max_rate %s/s", where, formatSize(int64(a.RebuildMinRate)), formatSize(int64(a.RebuildMaxRate)))

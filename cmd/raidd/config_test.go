@@ -381,6 +381,7 @@ func TestStripeCacheConfig(t *testing.T) {
 		{"zero disables", "    stripe_cache: 0\n", 0, ""},
 		{"size", "    stripe_cache: 8MiB\n", 8 << 20, ""},
 		{"negative", "    stripe_cache: -1\n", 0, "stripe_cache: -1 is negative"},
+		{"random writes", "    stripe_cache_random_writes: sometimes\n", 0, `stripe_cache_random_writes: "sometimes" is not auto, on or off`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "arrays:\n  - name: a\n    members: [/a, /b, /c]\n"+tc.yaml))
@@ -392,5 +393,22 @@ func TestStripeCacheConfig(t *testing.T) {
 			require.NoError(t, c.Validate())
 			assert.Equal(t, tc.want, c.Arrays[0].stripeCache())
 		})
+	}
+}
+
+// TestStripeCacheRandomWritesConfig: stripe_cache_random_writes names
+// raid.Options.RandomWriteBack's choices; unset means auto.
+func TestStripeCacheRandomWritesConfig(t *testing.T) {
+	for yaml, want := range map[string]raid.WriteBack{
+		"": raid.WriteBackAuto, "auto": raid.WriteBackAuto, "on": raid.WriteBackOn, "off": raid.WriteBackOff,
+	} {
+		line := ""
+		if yaml != "" {
+			line = "    stripe_cache_random_writes: " + yaml + "\n"
+		}
+		c, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "arrays:\n  - name: a\n    members: [/a, /b, /c]\n"+line))
+		require.NoError(t, err)
+		require.NoError(t, c.Validate())
+		assert.Equal(t, want, c.Arrays[0].randomWriteBack(), "%q", yaml)
 	}
 }

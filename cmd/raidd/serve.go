@@ -183,18 +183,20 @@ type cliArray struct {
 	rebuildMinRate, rebuildMax *string
 	stripeCache                *string
 	stripeCacheDelay           *time.Duration
+	stripeCacheRandom          *string
 }
 
 func arrayFlags(fs *pflag.FlagSet) *cliArray {
 	return &cliArray{
-		name:             fs.String("name", "", "array `name` the MEMBERs must belong to (default: read from their superblocks)"),
-		readOnly:         fs.Bool("read-only", false, "export the MEMBERs' array read-only; no superblock is written"),
-		direct:           fs.Bool("direct", false, "open the MEMBERs with O_DIRECT"),
-		writeMostly:      fs.StringArray("write-mostly", nil, "MEMBER `path` that serves reads only when no other copy can (repeatable)"),
-		rebuildMinRate:   fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
-		rebuildMax:       fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
-		stripeCache:      fs.String("stripe-cache", "", "RAID5/RAID6 stripe cache `size`, e.g. 16MiB; 0 disables it (default 64MiB)"),
-		stripeCacheDelay: fs.Duration("stripe-cache-delay", 0, "longest `time` a partial stripe stays in the stripe cache (default 5ms)"),
+		name:              fs.String("name", "", "array `name` the MEMBERs must belong to (default: read from their superblocks)"),
+		readOnly:          fs.Bool("read-only", false, "export the MEMBERs' array read-only; no superblock is written"),
+		direct:            fs.Bool("direct", false, "open the MEMBERs with O_DIRECT"),
+		writeMostly:       fs.StringArray("write-mostly", nil, "MEMBER `path` that serves reads only when no other copy can (repeatable)"),
+		rebuildMinRate:    fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
+		rebuildMax:        fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
+		stripeCache:       fs.String("stripe-cache", "", "RAID5/RAID6 stripe cache `size`, e.g. 16MiB; 0 disables it (default 64MiB)"),
+		stripeCacheDelay:  fs.Duration("stripe-cache-delay", 0, "longest `time` a partial stripe stays in the stripe cache (default 5ms)"),
+		stripeCacheRandom: fs.String("stripe-cache-random-writes", "", "whether the stripe cache also holds random partial-stripe writes: auto, on or off `mode` (default auto: with the write-hole log on members not held in memory)"),
 	}
 }
 
@@ -264,6 +266,10 @@ func (f *cliArray) apply(cmd *cobra.Command, cfg *Config, members []string) erro
 		ac.StripeCache = &sc
 	}
 	ac.StripeCacheDelay = *f.stripeCacheDelay
+	if _, err := raid.ParseWriteBack(*f.stripeCacheRandom); err != nil {
+		errs = append(errs, fmt.Errorf("--stripe-cache-random-writes: %w", err))
+	}
+	ac.StripeCacheRandomWrites = *f.stripeCacheRandom
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
@@ -673,6 +679,7 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		ChecksumCache:    int64(ac.ChecksumCache),
 		StripeCache:      ac.stripeCache(),
 		StripeCacheDelay: ac.StripeCacheDelay,
+		RandomWriteBack:  ac.randomWriteBack(),
 		OnEvent:          onEvent,
 		ForceAssemble:    forceAssemble,
 	})
@@ -681,6 +688,13 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 		return nil, errors.Join(append([]error{err}, absents...)...)
 	}
 	return a, nil
+}
+
+// randomWriteBack returns raid.Options.RandomWriteBack (the value is
+// checked by Validate and by the flag's parsing).
+func (a ArrayConfig) randomWriteBack() raid.WriteBack {
+	w, _ := raid.ParseWriteBack(a.StripeCacheRandomWrites)
+	return w
 }
 
 // stripeCache returns the stripe cache size for raid.Options.

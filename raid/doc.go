@@ -33,7 +33,10 @@
 //     read its next data chunks ahead).
 //   - stripecache.go is the stripe cache of the parity levels
 //     (Options.StripeCache, Traits.Coalesce): partial-stripe pieces of
-//     writes are copied into one stripe-width buffer per stripe and
+//     writes (those of streams; random ones too when the write-hole log is
+//     on members not held in memory, Options.RandomWriteBack, so that the
+//     flusher's write-outs share log writes) are copied into one
+//     stripe-width buffer per stripe and
 //     acknowledged; a stripe goes to the members when it is complete (one
 //     full-stripe write, no reads), after Options.StripeCacheDelay, under
 //     memory pressure, or before a Sync, a FUA write, a discard or

@@ -1152,15 +1152,17 @@ const bgBatch = 48
 // them (bench/README.md).
 //
 // A leader whose own op is a background one (the stripe cache's flusher
-// writing out held random writes, Op.background), while the flusher has
-// saturatedAt write-outs or more running, waits instead until bgBatch
+// writing out held random writes, Op.background), while the cache is at
+// least half full (stripeCache.saturated), waits instead until bgBatch
 // records are queued, gatherBackground has passed, or a record a client
 // waits for is queued (logQueue.fg): no client waits for it, and the
 // flusher's write-outs keep coming, so the longer wait costs no throughput
 // and saves log writes (about 27 records per log write on bench/disks.sh,
-// where the wait for planned records gave 5). With fewer write-outs
-// running (a stream's stripes that expired, random writes far apart) the
-// records it would wait for may never come, and it waits as above.
+// where the wait for planned records gave 5). With less of the cache
+// in use the members keep up with the writes: the records it would wait
+// for may never come (a stream's stripes that expired, random writes far
+// apart), or a wait would only hold the row's stripe and the log's lock
+// the longer, and it waits as above.
 func (j *journal) gather(q *logQueue, background bool) {
 	wait, limit := min(q.lat, j.gatherMax), maxBatch
 	if background && j.a.cache.saturated() {

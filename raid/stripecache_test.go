@@ -445,7 +445,9 @@ func TestStripeCacheRandomWriteBack(t *testing.T) {
 	}
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	width := int64(n-1) * chunk
-	o := raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: 2 * writes * width, StripeCacheDelay: 5 * time.Millisecond}, clk)
+	// Room for 3/2 of the writes: more than half the cache is in use, as
+	// when the members do not keep up (stripeCache.saturated).
+	o := raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: writes * width * 3 / 2, StripeCacheDelay: 5 * time.Millisecond}, clk)
 	a := createArray(t, devs, raid.CreateOptions{Name: "wb", Level: stripe.RAID5, Chunk: chunk}, o)
 	want := readAll(t, a)
 	st0 := a.Status()

@@ -1,0 +1,16 @@
+//go:build !purego
+
+package integrity
+
+import "golang.org/x/sys/cpu"
+
+// haveFold reports whether foldAVX512 can run here.
+var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasSSE42
+
+// foldAVX512 returns the CRC32C state (not inverted) after p from state
+// crc (crc_amd64.s). len(p) must be a positive multiple of foldUnit.
+//
+//go:noescape
+func foldAVX512(crc uint32, p []byte) uint32
+
+func foldKernel(crc uint32, p []byte) uint32 { return foldAVX512(crc, p) }

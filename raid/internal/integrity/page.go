@@ -3,6 +3,8 @@ package integrity
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/raidd/raidd/internal/crc32c"
 )
 
 // On-disk format of the checksum area (see doc.go): an array of 4 KiB
@@ -34,23 +36,9 @@ func AreaSize(dataSize int64) int64 {
 	return (blocks + PerPage - 1) / PerPage * PageSize
 }
 
-// Sum returns the checksum stored for a data block: its CRC32C. Where the
-// CPU has AVX-512 carry-less multiplies (haveFold) the whole 256-byte units
-// go through foldKernel and the rest through hash/crc32.
-func Sum(block []byte) uint32 {
-	if !haveFold || len(block) < foldUnit {
-		return crc32.Checksum(block, castagnoli)
-	}
-	n := len(block) &^ (foldUnit - 1)
-	c := ^foldKernel(^uint32(0), block[:n])
-	if n < len(block) {
-		c = crc32.Update(c, castagnoli, block[n:])
-	}
-	return c
-}
-
-// foldUnit is the granule of foldKernel: it takes a whole number of them.
-const foldUnit = 256
+// Sum returns the checksum stored for a data block: its CRC32C
+// (crc32c.Sum: hash/crc32's, computed with AVX-512 where the CPU has it).
+func Sum(block []byte) uint32 { return crc32c.Sum(block) }
 
 // Matches reports whether block agrees with the stored entry e. Entry 0
 // means a hole (the block reads as zeroes) and also matches a block whose

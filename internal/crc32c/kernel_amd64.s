@@ -7,7 +7,7 @@
 // to move a 128-bit lane D bits further along the message, its first 8
 // bytes (the low quadword) are multiplied by x^(D+32) mod P and its last 8
 // by x^(D-32) mod P, each reflected and shifted left by one
-// (crc_constants_test.go recomputes them). Each 16-byte pair is repeated
+// (TestFoldConstants recomputes them). Each 16-byte pair is repeated
 // for the four lanes of a ZMM register.
 
 // D = 2048: four ZMM accumulators (256 bytes) move by 256 bytes.
@@ -120,4 +120,98 @@ fold:
 	CRC32Q  AX, BX
 	CRC32Q  DX, BX
 	MOVL    BX, ret+32(FP)
+	RET
+
+// func copyFoldAVX512(crc uint32, p []byte, dst []byte) uint32
+//
+// foldAVX512 that also copies p to dst (len(dst) >= len(p)) from the
+// registers it loaded p into: one pass over p for the copy and the CRC.
+// The stores are ordinary ones (a copy's destination is usually read or
+// copied again soon: a member block read for a client, a mapping's page).
+TEXT ·copyFoldAVX512(SB), NOSPLIT, $0-60
+	MOVL crc+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+	MOVQ dst_base+32(FP), DI
+
+	VMOVDQU64 (SI), Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	VMOVDQU64 Z0, (DI)
+	VMOVDQU64 Z1, 64(DI)
+	VMOVDQU64 Z2, 128(DI)
+	VMOVDQU64 Z3, 192(DI)
+	ADDQ      $256, DI
+	VPXORQ    Z4, Z4, Z4
+	VMOVQ     AX, X4           // zeroes the rest of Z4
+	VPXORQ    Z4, Z0, Z0       // the initial state enters with the first 4 bytes
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	JZ        cfold
+
+	VMOVDQU64 k2048<>(SB), Z8
+
+cloop:
+	VMOVDQU64  (SI), Z12
+	VMOVDQU64  64(SI), Z13
+	VMOVDQU64  128(SI), Z14
+	VMOVDQU64  192(SI), Z15
+	VMOVDQU64  Z12, (DI)
+	VMOVDQU64  Z13, 64(DI)
+	VMOVDQU64  Z14, 128(DI)
+	VMOVDQU64  Z15, 192(DI)
+	ADDQ       $256, DI
+	VPCLMULQDQ $0x11, Z8, Z0, Z4
+	VPCLMULQDQ $0x00, Z8, Z0, Z0
+	VPCLMULQDQ $0x11, Z8, Z1, Z5
+	VPCLMULQDQ $0x00, Z8, Z1, Z1
+	VPCLMULQDQ $0x11, Z8, Z2, Z6
+	VPCLMULQDQ $0x00, Z8, Z2, Z2
+	VPCLMULQDQ $0x11, Z8, Z3, Z7
+	VPCLMULQDQ $0x00, Z8, Z3, Z3
+	VPTERNLOGD $0x96, Z12, Z4, Z0
+	VPTERNLOGD $0x96, Z13, Z5, Z1
+	VPTERNLOGD $0x96, Z14, Z6, Z2
+	VPTERNLOGD $0x96, Z15, Z7, Z3
+	ADDQ       $256, SI
+	SUBQ       $256, CX
+	JNZ        cloop
+
+cfold:
+	// Z0 onto Z1, Z1 onto Z2, Z2 onto Z3 (64 bytes each).
+	VMOVDQU64  k512<>(SB), Z9
+	VPCLMULQDQ $0x11, Z9, Z0, Z4
+	VPCLMULQDQ $0x00, Z9, Z0, Z0
+	VPTERNLOGD $0x96, Z4, Z0, Z1
+	VPCLMULQDQ $0x11, Z9, Z1, Z4
+	VPCLMULQDQ $0x00, Z9, Z1, Z1
+	VPTERNLOGD $0x96, Z4, Z1, Z2
+	VPCLMULQDQ $0x11, Z9, Z2, Z4
+	VPCLMULQDQ $0x00, Z9, Z2, Z2
+	VPTERNLOGD $0x96, Z4, Z2, Z3
+
+	// The lanes of Z3 (X3, X1, X2, X5 in message order) onto the last.
+	VEXTRACTI32X4 $1, Z3, X1
+	VEXTRACTI32X4 $2, Z3, X2
+	VEXTRACTI32X4 $3, Z3, X5
+	VMOVDQU       k128<>(SB), X9
+	VPCLMULQDQ    $0x11, X9, X3, X4
+	VPCLMULQDQ    $0x00, X9, X3, X3
+	VPTERNLOGD    $0x96, X4, X3, X1
+	VPCLMULQDQ    $0x11, X9, X1, X4
+	VPCLMULQDQ    $0x00, X9, X1, X1
+	VPTERNLOGD    $0x96, X4, X1, X2
+	VPCLMULQDQ    $0x11, X9, X2, X4
+	VPCLMULQDQ    $0x00, X9, X2, X2
+	VPTERNLOGD    $0x96, X4, X2, X5
+
+	// CRC of the remaining 16 bytes from state 0.
+	VMOVQ   X5, AX
+	VPEXTRQ $1, X5, DX
+	VZEROUPPER
+	XORL    BX, BX
+	CRC32Q  AX, BX
+	CRC32Q  DX, BX
+	MOVL    BX, ret+56(FP)
 	RET

@@ -1,4 +1,4 @@
-package integrity
+package crc32c
 
 import (
 	"hash/crc32"
@@ -9,8 +9,7 @@ import (
 // TestSumMatchesHashCRC32 compares Sum with hash/crc32's Castagnoli on
 // random bytes of every length up to 3 KiB and on blocks of 4 KiB and more,
 // at every alignment modulo 64; and foldKernel, where the CPU has it, from
-// random starting states. Replay: -run TestSumMatchesHashCRC32 with the
-// printed seed in place of the time.
+// random starting states. The seed is fixed and printed.
 func TestSumMatchesHashCRC32(t *testing.T) {
 	seed := int64(20261201)
 	t.Logf("seed %d, folding kernel: %v", seed, haveFold)
@@ -62,6 +61,38 @@ func TestSumMatchesHashCRC32(t *testing.T) {
 // TestFoldConstants recomputes the kernel's fold constants (crc_amd64.s):
 // x^(D+32) mod P and x^(D-32) mod P, bit-reflected and shifted left by
 // one, for D = 2048, 512 and 128 bits.
+// TestCopySums checks that CopySums copies exactly src (no byte of dst
+// past it changes) and that its sums are hash/crc32's, for lengths that
+// end in whole blocks, in a short last block and in a last piece shorter
+// than the kernel's 256 bytes, at random alignments of both sides.
+func TestCopySums(t *testing.T) {
+	seed := int64(1201)
+	t.Logf("seed %d, folding kernel: %v", seed, haveFold)
+	rng := rand.New(rand.NewSource(seed))
+	src := make([]byte, 5*BlockSize+64)
+	rng.Read(src)
+	for _, n := range []int{0, 1, 255, 256, 257, BlockSize - 1, BlockSize, BlockSize + 100, 3 * BlockSize, 3*BlockSize + 300, 5 * BlockSize} {
+		for range 20 {
+			so, do := rng.Intn(64), rng.Intn(64)
+			dst := make([]byte, len(src)+64)
+			rng.Read(dst)
+			want := append([]byte(nil), dst...)
+			copy(want[do:], src[so:so+n])
+			sums := make([]uint32, (n+BlockSize-1)/BlockSize)
+			CopySums(dst[do:], src[so:so+n], sums)
+			if string(dst) != string(want) {
+				t.Fatalf("CopySums of %d bytes (src at %d, dst at %d) did not copy exactly them", n, so, do)
+			}
+			for i := range sums {
+				b := src[so+i*BlockSize : so+min(n, (i+1)*BlockSize)]
+				if c := crc32.Checksum(b, castagnoli); sums[i] != c {
+					t.Fatalf("CopySums of %d bytes: block %d sum %#x, hash/crc32 %#x", n, i, sums[i], c)
+				}
+			}
+		}
+	}
+}
+
 func TestFoldConstants(t *testing.T) {
 	xnmod := func(n int) uint64 {
 		const poly = 0x1EDC6F41 // Castagnoli, normal form
@@ -89,7 +120,8 @@ func TestFoldConstants(t *testing.T) {
 	}
 }
 
-// BenchmarkSum: Sum of one 4 KiB block in cache, against hash/crc32.
+// BenchmarkSum: Sum of one 4 KiB block in cache, against hash/crc32;
+// and CopySums of one block against a copy and hash/crc32.
 func BenchmarkSum(b *testing.B) {
 	blk := make([]byte, BlockSize)
 	rand.New(rand.NewSource(1)).Read(blk)
@@ -104,6 +136,21 @@ func BenchmarkSum(b *testing.B) {
 		b.SetBytes(BlockSize)
 		for b.Loop() {
 			sink += Sum(blk)
+		}
+	})
+	dst := make([]byte, BlockSize)
+	var sums [1]uint32
+	b.Run("copy+hash-crc32", func(b *testing.B) {
+		b.SetBytes(BlockSize)
+		for b.Loop() {
+			copy(dst, blk)
+			sink += crc32.Checksum(blk, castagnoli)
+		}
+	})
+	b.Run("CopySums", func(b *testing.B) {
+		b.SetBytes(BlockSize)
+		for b.Loop() {
+			CopySums(dst, blk, sums[:])
 		}
 	})
 	_ = sink

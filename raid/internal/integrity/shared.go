@@ -68,6 +68,17 @@ func (s *Shared) Release() {
 	s.bufs = s.bufs[:0]
 }
 
+// claimAll claims every piece if no writer has claimed one yet: the
+// caller then computes all the checksums (a Dev whose device sums as it
+// copies, see Dev.WriteShared) into s.es and calls doneAll. It reports
+// whether it claimed them.
+func (s *Shared) claimAll() bool {
+	return len(s.pieces) > 0 && s.next.CompareAndSwap(0, int64(len(s.pieces)))
+}
+
+// doneAll ends a claimAll: every checksum in s.es is set.
+func (s *Shared) doneAll() { s.left.Add(-len(s.pieces)) }
+
 // sums computes the pieces no writer has claimed yet, waits for the others
 // and returns the checksums of every block, in order, and how many of them
 // this call computed.

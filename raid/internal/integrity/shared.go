@@ -9,10 +9,13 @@ import (
 // Shared holds the checksums of data that is written unchanged to several
 // devices (the copies of a mirrored chunk, a role and its replacement), so
 // that they are computed once instead of once per copy. The writers that
-// use it (Dev.WritevShared) split the work: each claims pieces of
+// use it (Dev.WriteShared) split the work: each claims pieces of
 // sharePiece blocks until none is left, then waits for the pieces the
 // others claimed. No writer waits for one that has not started: a piece is
-// claimed only by a writer that then computes it at once.
+// claimed only by a writer that then computes it at once. A writer whose
+// device checksums as it copies claims every piece if none is claimed yet
+// (claimAll) and computes them in its copy; a writer that finds pieces
+// claimed writes first and waits afterwards.
 //
 // A Shared is prepared by Reset before the writes are started, and
 // Released once every write using it has returned (then it may be Reset

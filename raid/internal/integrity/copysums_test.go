@@ -147,7 +147,7 @@ func TestCopySums(t *testing.T) {
 	}
 	var s integrity.Shared
 	for round := range 60 {
-		nb := 17 + rng.IntN(200) // over the 16 blocks a request keeps on its stack
+		nb := 8 + rng.IntN(200) // copySumsMin or more
 		off := int64(rng.IntN(size/4096-nb)) * 4096
 		switch round % 3 {
 		case 0: // WriteAt on each device

@@ -434,21 +434,17 @@ func (d *Dev) readSummed(p []byte, bufs [][]byte, off, total int64) (int, error)
 		return 0, err
 	}
 	if p != nil {
-		one := [1][]byte{p}
-		bufs = one[:]
+		if err := d.checkSummed(p, rel, sums, es, summed); err != nil {
+			return 0, err
+		}
+		return int(total), nil
 	}
 	var errs []error
 	k := int64(0)
 	for _, b := range bufs {
 		n := int64(len(b)) / BlockSize
-		ok := summed
-		for j := k; ok && j < k+n; j++ {
-			ok = sums[j] == es[j] || es[j] == 0 && isZero(b[(j-k)*BlockSize:(j-k+1)*BlockSize])
-		}
-		if !ok {
-			if err := d.verify(b, rel+k*BlockSize); err != nil {
-				errs = append(errs, err)
-			}
+		if err := d.checkSummed(b, rel+k*BlockSize, sums[k:k+n], es[k:k+n], summed); err != nil {
+			errs = append(errs, err)
 		}
 		k += n
 	}
@@ -456,6 +452,23 @@ func (d *Dev) readSummed(p []byte, bufs [][]byte, off, total int64) (int, error)
 		return 0, errors.Join(errs...)
 	}
 	return int(total), nil
+}
+
+// checkSummed checks b, whole blocks read from data-region offset rel,
+// whose CRCs the read's copy computed into sums (if summed), against
+// their entries es: a block matches if its sum is its entry, or its entry
+// is 0 (a hole) and it is zero. Unless every block matches, b goes
+// through verify, which computes the CRCs itself and checks mismatches
+// again under the locks.
+func (d *Dev) checkSummed(b []byte, rel int64, sums, es []uint32, summed bool) error {
+	ok := summed
+	for j := 0; ok && j < len(sums); j++ {
+		ok = sums[j] == es[j] || es[j] == 0 && isZero(b[j*BlockSize:(j+1)*BlockSize])
+	}
+	if ok {
+		return nil
+	}
+	return d.verify(b, rel)
 }
 
 // entries fills es with the stored checksums of blocks [b0,
@@ -965,12 +978,18 @@ func (d *Dev) writeEach(bufs [][]byte, off int64) (int, error) {
 	return int(o - off), nil
 }
 
-// copySums reports whether a write of nb whole blocks goes through the
-// wrapped device's summing copy (writeSummed): it can, and the request is
-// larger than a request whose entries are on its stack (those would escape
-// to the heap through the interface call; and a small write's CRCs cost
-// little as a separate pass, its bytes being in cache).
-func (d *Dev) copySums(nb int64) bool { return d.sio != nil && nb > smallEntries }
+// copySums reports whether a request of nb whole blocks goes through the
+// wrapped device's summing copy (writeSummed, readSummed): it can, and the
+// request has at least copySumsMin blocks. Smaller ones keep their entries
+// on the stack (entries handed to the device through an interface would
+// escape to the heap, so the summing paths take pooled ones), and their
+// CRCs cost little as a separate pass: the bytes are still in the
+// first-level cache.
+func (d *Dev) copySums(nb int64) bool { return d.sio != nil && nb >= copySumsMin }
+
+// copySumsMin is the fewest blocks a request needs to go through the
+// summing copy: 32 KiB, half a 64 KiB chunk.
+const copySumsMin = 8
 
 // writeSummed writes p, or bufs if p is nil (whole blocks of the data
 // region, total bytes) at off through the wrapped device's summing copy, which computes their

@@ -84,7 +84,7 @@
 //     bytes just read, while they are in cache, and one cache lookup per
 //     request; a write one CRC pass and the cache update. On a device
 //     held in memory (member.File on tmpfs, member.Memory), whose reads
-//     and writes are copies, a request of whole blocks over 64 KiB has no
+//     and writes are copies, a request of 32 KiB or more of whole blocks has no
 //     CRC pass of its own: the device's copy computes the CRCs as it
 //     moves the bytes (crc32c.CopySums, through its WriteAtSums,
 //     WritevAtSums, ReadAtSums and ReadvAtSums), so the CRC costs the

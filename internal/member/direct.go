@@ -220,7 +220,7 @@ func (m *File) pread(p []byte, off int64) (int, error) {
 	}
 	if m.mapped.data != nil {
 		one := [1][]byte{p}
-		if n, ok := m.readMapped(one[:], off, int64(len(p))); ok {
+		if n, ok := m.readMapped(one[:], off, int64(len(p)), nil); ok {
 			return n, nil
 		}
 	}
@@ -237,7 +237,7 @@ func (m *File) pwrite(p []byte, off int64) (int, error) {
 	}
 	if m.mapped.data != nil {
 		one := [1][]byte{p}
-		if n, ok := m.writeMapped(one[:], off, int64(len(p))); ok {
+		if n, ok := m.writeMapped(one[:], off, int64(len(p)), nil); ok {
 			return n, nil
 		}
 	}

@@ -58,6 +58,13 @@
 // count in raidd's resident set once touched, although they are the tmpfs
 // files' own pages.
 //
+// Such a copy can also checksum what it moves: WriteAtSums, WritevAtSums,
+// ReadAtSums and ReadvAtSums (File and Memory) compute the CRC32C of each
+// 4 KiB block in the copy's own pass (crc32c.CopySums), for package raid's
+// per-block checksums, and report whether they did; a request the mapping
+// does not serve takes the plain path and reports that it did not. See
+// sums.go.
+//
 // # Discard, Trim and ZeroRange on block devices
 //
 // Discard must guarantee zeroes, so on a block device it uses

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/raidd/raidd/internal/crc32c"
 )
 
 // Reads and writes of a file held in memory (tmpfs, ramfs) as memory copies.
@@ -199,8 +201,11 @@ var errFault = errors.New("member: mapped copy faulted")
 
 // copyMapped copies between bufs and the mapping at off, into the mapping
 // when write is set. The caller has checked mappable (and, for a read,
-// allData) for the whole run.
-func (m *File) copyMapped(bufs [][]byte, off int64, write bool) (n int, err error) {
+// allData) for the whole run. With sums (not nil) the copy also sets
+// sums[i] to the CRC32C of the i-th crc32c.BlockSize block of bufs, in
+// the same pass (crc32c.CopySums; see sums.go): every buffer but the last
+// must then be a whole number of blocks.
+func (m *File) copyMapped(bufs [][]byte, off int64, write bool, sums []uint32) (n int, err error) {
 	m.mapped.mu.RLock()
 	defer m.mapped.mu.RUnlock()
 	mem := m.mapped.mem
@@ -219,10 +224,18 @@ func (m *File) copyMapped(bufs [][]byte, off int64, write bool) (n int, err erro
 	}
 	pos := off
 	for _, b := range bufs {
-		if write {
+		switch {
+		case sums != nil && write:
+			crc32c.CopySums(mem[pos:], b, sums)
+		case sums != nil:
+			crc32c.CopySums(b, mem[pos:pos+int64(len(b))], sums)
+		case write:
 			copy(mem[pos:], b)
-		} else {
+		default:
 			copy(b, mem[pos:pos+int64(len(b))])
+		}
+		if sums != nil {
+			sums = sums[(len(b)+crc32c.BlockSize-1)/crc32c.BlockSize:]
 		}
 		pos += int64(len(b))
 	}
@@ -240,22 +253,22 @@ func (m *File) unmap() {
 }
 
 // readMapped serves a read of bufs at off with a copy when it can: ok
-// reports that it did (n is then the total).
-func (m *File) readMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
+// reports that it did (n is then the total). sums: as copyMapped's.
+func (m *File) readMapped(bufs [][]byte, off, want int64, sums []uint32) (n int, ok bool) {
 	if !m.mappable(off, want) || !m.allData(off, want) {
 		return 0, false
 	}
-	n, err := m.copyMapped(bufs, off, false)
+	n, err := m.copyMapped(bufs, off, false, sums)
 	return n, err == nil
 }
 
 // writeMapped serves a write of bufs at off with a copy when it can, and
-// then records its pages as data.
-func (m *File) writeMapped(bufs [][]byte, off, want int64) (n int, ok bool) {
+// then records its pages as data. sums: as copyMapped's.
+func (m *File) writeMapped(bufs [][]byte, off, want int64, sums []uint32) (n int, ok bool) {
 	if m.readOnly || !m.mappable(off, want) {
 		return 0, false
 	}
-	if n, err := m.copyMapped(bufs, off, true); err == nil {
+	if n, err := m.copyMapped(bufs, off, true, sums); err == nil {
 		m.wrote(off, int64(n))
 		return n, true
 	}

@@ -286,10 +286,10 @@ func (m *File) vectored(bufs [][]byte, off int64, kind sysKind) (int, error) {
 	if m.mapped.data != nil {
 		want := total(bufs)
 		if kind == sysPreadv {
-			if n, ok := m.readMapped(bufs, off, want); ok {
+			if n, ok := m.readMapped(bufs, off, want, nil); ok {
 				return n, nil
 			}
-		} else if n, ok := m.writeMapped(bufs, off, want); ok {
+		} else if n, ok := m.writeMapped(bufs, off, want, nil); ok {
 			// A write held in memory is as durable as RWF_DSYNC makes it.
 			return n, nil
 		}

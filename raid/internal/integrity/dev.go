@@ -25,6 +25,17 @@ type vectorIO interface {
 	WritevAt(bufs [][]byte, off int64) (int, error)
 }
 
+// sumIO is implemented by devices whose writes may be copies into memory
+// (member.File on tmpfs, member.Memory): they compute the CRC32C of each
+// block in the copy's pass (crc32c.CopySums) and report summed, or write
+// as WriteAt and WritevAt do and leave sums alone.
+type sumIO interface {
+	WriteAtSums(p []byte, off int64, sums []uint32) (int, bool, error)
+	WritevAtSums(bufs [][]byte, off int64, sums []uint32) (int, bool, error)
+	ReadAtSums(p []byte, off int64, sums []uint32) (int, bool, error)
+	ReadvAtSums(bufs [][]byte, off int64, sums []uint32) (int, bool, error)
+}
+
 // Config places the data region and the checksum area on the device.
 // Offsets are absolute device offsets.
 type Config struct {
@@ -94,6 +105,7 @@ type pageChunk struct {
 type Dev struct {
 	inner            Member
 	vec              vectorIO // nil if inner reads one buffer at a time
+	sio              sumIO    // nil if inner's copies cannot sum
 	dataOff, dataEnd int64
 	areaOff          int64
 	npages           int64
@@ -141,8 +153,18 @@ func New(inner Member, c Config) (*Dev, error) {
 	}
 	d.lru.next, d.lru.prev = &d.lru, &d.lru
 	d.vec, _ = inner.(vectorIO)
+	if s, ok := inner.(sumIO); ok && inMemory(inner) {
+		d.sio = s
+	}
 	d.blkPool.New = func() any { b := make([]byte, BlockSize); return &b }
 	return d, nil
+}
+
+// inMemory reports whether m says it is held in memory (its writes are
+// copies, which can checksum as they go).
+func inMemory(m Member) bool {
+	im, ok := m.(interface{ InMemory() bool })
+	return ok && im.InMemory()
 }
 
 // Inner returns the wrapped device.
@@ -299,6 +321,9 @@ func (d *Dev) ReadAt(p []byte, off int64) (int, error) {
 	rel := off - d.dataOff
 	a0 := rel &^ (BlockSize - 1)
 	a1 := min((rel+int64(len(p))+BlockSize-1)&^(BlockSize-1), d.dataEnd-d.dataOff)
+	if a0 == rel && a1 == rel+int64(len(p)) && int64(len(p))%BlockSize == 0 && d.copySums(int64(len(p))/BlockSize) {
+		return d.readSummed(p, nil, off, int64(len(p)))
+	}
 	if a0 == rel && a1 == rel+int64(len(p)) {
 		// The caller may have widened its read to whole blocks (the raid
 		// package does): a concurrent write may be changing the other
@@ -356,6 +381,9 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	// write may be changing the other bytes of the edge blocks, as in
 	// ReadAt.
 	rel := off - d.dataOff
+	if nb := total / BlockSize; d.copySums(nb) {
+		return d.readSummed(nil, bufs, off, total)
+	}
 	mask := d.lockEdges(rel/BlockSize, (rel+total-1)/BlockSize)
 	_, err := d.vec.ReadvAt(bufs, off)
 	d.unlock(mask)
@@ -373,6 +401,74 @@ func (d *Dev) ReadvAt(bufs [][]byte, off int64) (int, error) {
 		return 0, errors.Join(errs...)
 	}
 	return int(total), nil
+}
+
+// readSummed serves ReadAt of p, or ReadvAt of bufs if p is nil (whole
+// blocks of the data region, total bytes), through the wrapped device's
+// summing copy: the copy computes the blocks' CRCs as it goes, and they
+// are compared with the entries without another pass over the bytes. A
+// buffer with a block that matches neither its entry nor, being zero, a
+// hole's goes through verify, which checks it again under the locks.
+func (d *Dev) readSummed(p []byte, bufs [][]byte, off, total int64) (int, error) {
+	rel := off - d.dataOff
+	b0, nb := rel/BlockSize, total/BlockSize
+	sp := d.getEntries(2 * nb)
+	defer d.putEntries(sp)
+	sums, es := (*sp)[:nb], (*sp)[nb:]
+	mask := d.lockEdges(b0, b0+nb-1)
+	var summed bool
+	var err error
+	if p != nil {
+		_, summed, err = d.sio.ReadAtSums(p, off, sums)
+	} else {
+		_, summed, err = d.sio.ReadvAtSums(bufs, off, sums)
+	}
+	d.unlock(mask)
+	if err != nil {
+		return 0, err
+	}
+	if summed {
+		err = d.entries(b0, es)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if p != nil {
+		if err := d.checkSummed(p, rel, sums, es, summed); err != nil {
+			return 0, err
+		}
+		return int(total), nil
+	}
+	var errs []error
+	k := int64(0)
+	for _, b := range bufs {
+		n := int64(len(b)) / BlockSize
+		if err := d.checkSummed(b, rel+k*BlockSize, sums[k:k+n], es[k:k+n], summed); err != nil {
+			errs = append(errs, err)
+		}
+		k += n
+	}
+	if len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return int(total), nil
+}
+
+// checkSummed checks b, whole blocks read from data-region offset rel,
+// whose CRCs the read's copy computed into sums (if summed), against
+// their entries es: a block matches if its sum is its entry, or its entry
+// is 0 (a hole) and it is zero. Unless every block matches, b goes
+// through verify, which computes the CRCs itself and checks mismatches
+// again under the locks.
+func (d *Dev) checkSummed(b []byte, rel int64, sums, es []uint32, summed bool) error {
+	ok := summed
+	for j := 0; ok && j < len(sums); j++ {
+		ok = sums[j] == es[j] || es[j] == 0 && isZero(b[j*BlockSize:(j+1)*BlockSize])
+	}
+	if ok {
+		return nil
+	}
+	return d.verify(b, rel)
 }
 
 // entries fills es with the stored checksums of blocks [b0,
@@ -780,6 +876,11 @@ func (d *Dev) WriteAt(p []byte, off int64) (int, error) {
 	rel := off - d.dataOff
 	n := int64(len(p))
 	b0, nb := blocks(rel, n)
+	if d.copySums(nb) && rel%BlockSize == 0 && n%BlockSize == 0 {
+		ep := d.getEntries(nb)
+		defer d.putEntries(ep)
+		return d.writeSummed(p, nil, off, n, *ep)
+	}
 	mask := d.lockRange(b0, b0+nb-1)
 	defer d.unlock(mask)
 	var small [smallEntries]uint32
@@ -825,6 +926,11 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 	if d.vec == nil || !whole {
 		return d.writeEach(bufs, off)
 	}
+	if nb := total / BlockSize; d.copySums(nb) {
+		ep := d.getEntries(nb) // not the stack: the entries reach the device
+		defer d.putEntries(ep)
+		return d.writeSummed(nil, bufs, off, total, *ep)
+	}
 	var small [smallEntries]uint32
 	es, ep := d.scratch(small[:], total/BlockSize)
 	defer d.putEntries(ep)
@@ -836,7 +942,7 @@ func (d *Dev) WritevAt(bufs [][]byte, off int64) (int, error) {
 		}
 	}
 	d.summed.Add(int64(k))
-	return d.writeBlocks(bufs, off, total, es)
+	return d.writeBlocks(bufs, off, total, es, nil)
 }
 
 // dsyncWriter is implemented by members that make one vectored write
@@ -872,9 +978,70 @@ func (d *Dev) writeEach(bufs [][]byte, off int64) (int, error) {
 	return int(o - off), nil
 }
 
+// copySums reports whether a request of nb whole blocks goes through the
+// wrapped device's summing copy (writeSummed, readSummed): it can, and the
+// request has at least copySumsMin blocks. Smaller ones keep their entries
+// on the stack (entries handed to the device through an interface would
+// escape to the heap, so the summing paths take pooled ones), and their
+// CRCs cost little as a separate pass: the bytes are still in the
+// first-level cache.
+func (d *Dev) copySums(nb int64) bool { return d.sio != nil && nb >= copySumsMin }
+
+// copySumsMin is the fewest blocks a request needs to go through the
+// summing copy: 32 KiB, half a 64 KiB chunk.
+const copySumsMin = 8
+
+// writeSummed writes p, or bufs if p is nil (whole blocks of the data
+// region, total bytes) at off through the wrapped device's summing copy, which computes their
+// checksums into es (len(es) = total/BlockSize) in the same pass, and
+// stores them. If the device wrote another way (summed false), or failed,
+// es is computed from bufs: es is valid on return either way (a Shared's
+// other writers use it).
+func (d *Dev) writeSummed(p []byte, bufs [][]byte, off, total int64, es []uint32) (int, error) {
+	rel := off - d.dataOff
+	b0 := rel / BlockSize
+	mask := d.lockRange(b0, (rel+total-1)/BlockSize)
+	defer d.unlock(mask)
+	var summed bool
+	var err error
+	if p != nil {
+		_, summed, err = d.sio.WriteAtSums(p, off, es)
+	} else {
+		_, summed, err = d.sio.WritevAtSums(bufs, off, es)
+	}
+	if err != nil || !summed {
+		if p != nil {
+			sumBlocks(p, es)
+		} else {
+			k := 0
+			for _, b := range bufs {
+				sumBlocks(b, es[k:])
+				k += len(b) / BlockSize
+			}
+		}
+	}
+	d.summed.Add(int64(len(es)))
+	if err != nil {
+		return 0, err
+	}
+	if err := d.store(b0, es); err != nil {
+		return 0, err
+	}
+	return int(total), nil
+}
+
+// sumBlocks sets es to the checksums of the blocks of b (a whole number
+// of blocks), in order.
+func sumBlocks(b []byte, es []uint32) {
+	for i := 0; i < len(b); i += BlockSize {
+		es[i/BlockSize] = Sum(b[i : i+BlockSize])
+	}
+}
+
 // writeBlocks writes bufs (whole blocks of the data region, total bytes)
-// at off and stores es, their checksums.
-func (d *Dev) writeBlocks(bufs [][]byte, off, total int64, es []uint32) (int, error) {
+// at off and stores es, their checksums; or, with s, the checksums s
+// gives once the bytes are written (Shared.sums).
+func (d *Dev) writeBlocks(bufs [][]byte, off, total int64, es []uint32, s *Shared) (int, error) {
 	rel := off - d.dataOff
 	b0 := rel / BlockSize
 	mask := d.lockRange(b0, (rel+total-1)/BlockSize)
@@ -893,6 +1060,11 @@ func (d *Dev) writeBlocks(bufs [][]byte, off, total int64, es []uint32) (int, er
 			}
 			o += int64(len(b))
 		}
+	}
+	if s != nil {
+		var n int
+		es, n = s.sums() // also on error: it helps the other writers
+		d.summed.Add(int64(n))
 	}
 	if err != nil {
 		return 0, err
@@ -917,9 +1089,23 @@ func (d *Dev) WriteShared(off int64, s *Shared) (int, error) {
 		}
 		return d.WritevAt(bufs, off)
 	}
+	if d.copySums(int64(len(s.es))) {
+		if s.claimAll() {
+			// Nobody has started: this write's copy computes every
+			// checksum, and the other writers use them.
+			defer s.doneAll()
+			if len(bufs) == 1 {
+				return d.writeSummed(bufs[0], nil, off, total, s.es)
+			}
+			return d.writeSummed(nil, bufs, off, total, s.es)
+		}
+		// Another writer computes them (or some): write first, then take
+		// them, so that this copy overlaps their computation.
+		return d.writeBlocks(bufs, off, total, nil, s)
+	}
 	es, n := s.sums()
 	d.summed.Add(int64(n))
-	return d.writeBlocks(bufs, off, total, es)
+	return d.writeBlocks(bufs, off, total, es, nil)
 }
 
 // Discard discards [off, off+n) on the wrapped device; whole blocks become

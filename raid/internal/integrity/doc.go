@@ -1,5 +1,6 @@
-// Package integrity keeps a CRC32C (Castagnoli, hardware-accelerated by
-// hash/crc32) of every 4 KiB block of a member's data region, verifies every
+// Package integrity keeps a CRC32C (Castagnoli, computed by package
+// internal/crc32c: hash/crc32's, with AVX-512 where the CPU has it) of
+// every 4 KiB block of a member's data region, verifies every
 // read against it and updates it with every write and discard. It is a
 // wrapper around one member device (Dev), placed by package raid between
 // the levels and the devices, so the levels stay unaware of checksums: to
@@ -74,13 +75,25 @@
 //     of 16, each waits for the pieces the others claimed, and every
 //     device stores the same entries it would have computed. A write that
 //     does not cover whole blocks computes its own (its partial blocks
-//     depend on each device's old bytes).
+//     depend on each device's old bytes). Over a device that checksums as
+//     it copies (below), the first writer claims every piece and its copy
+//     computes them; the others write first and then wait for them.
 //   - Cost: the hot path allocates nothing (the entries of a request of up
 //     to 64 KiB are on its stack, larger ones and the block read for a
 //     partial write are pooled); a read costs one CRC pass over the
 //     bytes just read, while they are in cache, and one cache lookup per
-//     request; a write one CRC pass and the cache update. Checksum pages
-//     are written only by Sync, or when dirty pages fill half the cache.
+//     request; a write one CRC pass and the cache update. On a device
+//     held in memory (member.File on tmpfs, member.Memory), whose reads
+//     and writes are copies, a request of 32 KiB or more of whole blocks has no
+//     CRC pass of its own: the device's copy computes the CRCs as it
+//     moves the bytes (crc32c.CopySums, through its WriteAtSums,
+//     WritevAtSums, ReadAtSums and ReadvAtSums), so the CRC costs the
+//     copy's loads instead of a second pass over bytes that have left the
+//     first-level cache by then; a read compares those sums with the
+//     entries, and only a buffer with a block that matches neither its
+//     entry nor, being zero, a hole goes through the usual verification.
+//     Checksum pages are written only by Sync, or when dirty pages fill
+//     half the cache.
 //     I/O outside the data region passes through as it came: a vectored
 //     write there (raid's write-hole log record) stays one request.
 //   - Concurrency: all methods may be called concurrently on any ranges.

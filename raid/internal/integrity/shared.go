@@ -9,10 +9,13 @@ import (
 // Shared holds the checksums of data that is written unchanged to several
 // devices (the copies of a mirrored chunk, a role and its replacement), so
 // that they are computed once instead of once per copy. The writers that
-// use it (Dev.WritevShared) split the work: each claims pieces of
+// use it (Dev.WriteShared) split the work: each claims pieces of
 // sharePiece blocks until none is left, then waits for the pieces the
 // others claimed. No writer waits for one that has not started: a piece is
-// claimed only by a writer that then computes it at once.
+// claimed only by a writer that then computes it at once. A writer whose
+// device checksums as it copies claims every piece if none is claimed yet
+// (claimAll) and computes them in its copy; a writer that finds pieces
+// claimed writes first and waits afterwards.
 //
 // A Shared is prepared by Reset before the writes are started, and
 // Released once every write using it has returned (then it may be Reset
@@ -67,6 +70,17 @@ func (s *Shared) Release() {
 	clear(s.bufs)
 	s.bufs = s.bufs[:0]
 }
+
+// claimAll claims every piece if no writer has claimed one yet: the
+// caller then computes all the checksums (a Dev whose device sums as it
+// copies, see Dev.WriteShared) into s.es and calls doneAll. It reports
+// whether it claimed them.
+func (s *Shared) claimAll() bool {
+	return len(s.pieces) > 0 && s.next.CompareAndSwap(0, int64(len(s.pieces)))
+}
+
+// doneAll ends a claimAll: every checksum in s.es is set.
+func (s *Shared) doneAll() { s.left.Add(-len(s.pieces)) }
 
 // sums computes the pieces no writer has claimed yet, waits for the others
 // and returns the checksums of every block, in order, and how many of them

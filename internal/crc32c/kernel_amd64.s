@@ -37,6 +37,41 @@ DATA k128<>+0(SB)/8, $0x0f20c0dfe
 DATA k128<>+8(SB)/8, $0x14cd00bd6
 GLOBL k128<>(SB), RODATA, $16
 
+// FOLD_TAIL ends both kernels: it folds the four ZMM accumulators Z0 onto
+// Z1, Z1 onto Z2 and Z2 onto Z3 (64 bytes each), then the lanes of Z3 (X3,
+// X1, X2, X5 in message order) onto the last, and leaves in BX the CRC of
+// that lane's 16 bytes from state 0: the CRC of the whole message.
+#define FOLD_TAIL \
+	VMOVDQU64  k512<>(SB), Z9; \
+	VPCLMULQDQ $0x11, Z9, Z0, Z4; \
+	VPCLMULQDQ $0x00, Z9, Z0, Z0; \
+	VPTERNLOGD $0x96, Z4, Z0, Z1; \
+	VPCLMULQDQ $0x11, Z9, Z1, Z4; \
+	VPCLMULQDQ $0x00, Z9, Z1, Z1; \
+	VPTERNLOGD $0x96, Z4, Z1, Z2; \
+	VPCLMULQDQ $0x11, Z9, Z2, Z4; \
+	VPCLMULQDQ $0x00, Z9, Z2, Z2; \
+	VPTERNLOGD $0x96, Z4, Z2, Z3; \
+	VEXTRACTI32X4 $1, Z3, X1; \
+	VEXTRACTI32X4 $2, Z3, X2; \
+	VEXTRACTI32X4 $3, Z3, X5; \
+	VMOVDQU       k128<>(SB), X9; \
+	VPCLMULQDQ    $0x11, X9, X3, X4; \
+	VPCLMULQDQ    $0x00, X9, X3, X3; \
+	VPTERNLOGD    $0x96, X4, X3, X1; \
+	VPCLMULQDQ    $0x11, X9, X1, X4; \
+	VPCLMULQDQ    $0x00, X9, X1, X1; \
+	VPTERNLOGD    $0x96, X4, X1, X2; \
+	VPCLMULQDQ    $0x11, X9, X2, X4; \
+	VPCLMULQDQ    $0x00, X9, X2, X2; \
+	VPTERNLOGD    $0x96, X4, X2, X5; \
+	VMOVQ   X5, AX; \
+	VPEXTRQ $1, X5, DX; \
+	VZEROUPPER; \
+	XORL    BX, BX; \
+	CRC32Q  AX, BX; \
+	CRC32Q  DX, BX
+
 // func foldAVX512(crc uint32, p []byte) uint32
 //
 // Returns the CRC32C state (not inverted) after p, starting from state crc.
@@ -85,40 +120,7 @@ loop:
 	JNZ        loop
 
 fold:
-	// Z0 onto Z1, Z1 onto Z2, Z2 onto Z3 (64 bytes each).
-	VMOVDQU64  k512<>(SB), Z9
-	VPCLMULQDQ $0x11, Z9, Z0, Z4
-	VPCLMULQDQ $0x00, Z9, Z0, Z0
-	VPTERNLOGD $0x96, Z4, Z0, Z1
-	VPCLMULQDQ $0x11, Z9, Z1, Z4
-	VPCLMULQDQ $0x00, Z9, Z1, Z1
-	VPTERNLOGD $0x96, Z4, Z1, Z2
-	VPCLMULQDQ $0x11, Z9, Z2, Z4
-	VPCLMULQDQ $0x00, Z9, Z2, Z2
-	VPTERNLOGD $0x96, Z4, Z2, Z3
-
-	// The lanes of Z3 (X3, X1, X2, X5 in message order) onto the last.
-	VEXTRACTI32X4 $1, Z3, X1
-	VEXTRACTI32X4 $2, Z3, X2
-	VEXTRACTI32X4 $3, Z3, X5
-	VMOVDQU       k128<>(SB), X9
-	VPCLMULQDQ    $0x11, X9, X3, X4
-	VPCLMULQDQ    $0x00, X9, X3, X3
-	VPTERNLOGD    $0x96, X4, X3, X1
-	VPCLMULQDQ    $0x11, X9, X1, X4
-	VPCLMULQDQ    $0x00, X9, X1, X1
-	VPTERNLOGD    $0x96, X4, X1, X2
-	VPCLMULQDQ    $0x11, X9, X2, X4
-	VPCLMULQDQ    $0x00, X9, X2, X2
-	VPTERNLOGD    $0x96, X4, X2, X5
-
-	// CRC of the remaining 16 bytes from state 0.
-	VMOVQ   X5, AX
-	VPEXTRQ $1, X5, DX
-	VZEROUPPER
-	XORL    BX, BX
-	CRC32Q  AX, BX
-	CRC32Q  DX, BX
+	FOLD_TAIL
 	MOVL    BX, ret+32(FP)
 	RET
 
@@ -179,39 +181,6 @@ cloop:
 	JNZ        cloop
 
 cfold:
-	// Z0 onto Z1, Z1 onto Z2, Z2 onto Z3 (64 bytes each).
-	VMOVDQU64  k512<>(SB), Z9
-	VPCLMULQDQ $0x11, Z9, Z0, Z4
-	VPCLMULQDQ $0x00, Z9, Z0, Z0
-	VPTERNLOGD $0x96, Z4, Z0, Z1
-	VPCLMULQDQ $0x11, Z9, Z1, Z4
-	VPCLMULQDQ $0x00, Z9, Z1, Z1
-	VPTERNLOGD $0x96, Z4, Z1, Z2
-	VPCLMULQDQ $0x11, Z9, Z2, Z4
-	VPCLMULQDQ $0x00, Z9, Z2, Z2
-	VPTERNLOGD $0x96, Z4, Z2, Z3
-
-	// The lanes of Z3 (X3, X1, X2, X5 in message order) onto the last.
-	VEXTRACTI32X4 $1, Z3, X1
-	VEXTRACTI32X4 $2, Z3, X2
-	VEXTRACTI32X4 $3, Z3, X5
-	VMOVDQU       k128<>(SB), X9
-	VPCLMULQDQ    $0x11, X9, X3, X4
-	VPCLMULQDQ    $0x00, X9, X3, X3
-	VPTERNLOGD    $0x96, X4, X3, X1
-	VPCLMULQDQ    $0x11, X9, X1, X4
-	VPCLMULQDQ    $0x00, X9, X1, X1
-	VPTERNLOGD    $0x96, X4, X1, X2
-	VPCLMULQDQ    $0x11, X9, X2, X4
-	VPCLMULQDQ    $0x00, X9, X2, X2
-	VPTERNLOGD    $0x96, X4, X2, X5
-
-	// CRC of the remaining 16 bytes from state 0.
-	VMOVQ   X5, AX
-	VPEXTRQ $1, X5, DX
-	VZEROUPPER
-	XORL    BX, BX
-	CRC32Q  AX, BX
-	CRC32Q  DX, BX
+	FOLD_TAIL
 	MOVL    BX, ret+56(FP)
 	RET

@@ -271,10 +271,11 @@ func (c *stripeCache) overlay(p []byte, off, first, last int64) {
 }
 
 // due appends the stripes the flusher should write out now, so that at
-// most limit are being written out at once, and marks them as handed out (a later due skips them until they
-// are removed or undue gives them back): those past their deadline and,
-// while more than three quarters of the buffers are in use by entries not
-// already being written out, the oldest others.
+// most limit are being written out at once, and marks them as handed out
+// (a later due skips them until they are removed or undue gives them
+// back): those past their deadline and, while more than three quarters of
+// the buffers are in use by entries not already being written out, the
+// oldest others.
 func (c *stripeCache) due(dst []int64, now time.Time, limit int) []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,9 +312,9 @@ func (c *stripeCache) undue(s int64) {
 // use: the members do not keep up with the writes the cache takes, so the
 // flusher's write-outs keep the logs fed and a background op's log batch
 // may wait for others (journal.gather). Below that the members keep up,
-// and a write-out that waited for a batch would only hold its stripe (and
-// the log's lock, which a FLUSH, a checkpoint and a rebuild's step wait
-// for) the longer: on bench/disks.sh, a condition of 16 write-outs in
+// and a write-out that waited for a batch would only hold its stripe lock
+// (and the log's shared lock, which a FLUSH and a checkpoint wait for)
+// the longer: on bench/disks.sh, a condition of 16 write-outs in
 // flight fed itself under random reads and writes (each write-out waiting
 // 40 ms kept 16 in flight), and a rebuild under that load ran at half its
 // rebuild_min_rate, the client at 0.63 of its IOPS.

@@ -37,6 +37,30 @@ DATA k128<>+0(SB)/8, $0x0f20c0dfe
 DATA k128<>+8(SB)/8, $0x14cd00bd6
 GLOBL k128<>(SB), RODATA, $16
 
+// LOAD_256 loads the next 256 bytes of the message (SI) into Z12..Z15.
+#define LOAD_256 \
+	VMOVDQU64 (SI), Z12; \
+	VMOVDQU64 64(SI), Z13; \
+	VMOVDQU64 128(SI), Z14; \
+	VMOVDQU64 192(SI), Z15
+
+// FOLD_256 moves the four accumulators Z0..Z3 256 bytes along (times the
+// constants in Z8) and adds the 256 bytes in Z12..Z15: the loop step of
+// both kernels.
+#define FOLD_256 \
+	VPCLMULQDQ $0x11, Z8, Z0, Z4; \
+	VPCLMULQDQ $0x00, Z8, Z0, Z0; \
+	VPCLMULQDQ $0x11, Z8, Z1, Z5; \
+	VPCLMULQDQ $0x00, Z8, Z1, Z1; \
+	VPCLMULQDQ $0x11, Z8, Z2, Z6; \
+	VPCLMULQDQ $0x00, Z8, Z2, Z2; \
+	VPCLMULQDQ $0x11, Z8, Z3, Z7; \
+	VPCLMULQDQ $0x00, Z8, Z3, Z3; \
+	VPTERNLOGD $0x96, Z12, Z4, Z0; \
+	VPTERNLOGD $0x96, Z13, Z5, Z1; \
+	VPTERNLOGD $0x96, Z14, Z6, Z2; \
+	VPTERNLOGD $0x96, Z15, Z7, Z3
+
 // FOLD_TAIL ends both kernels: it folds the four ZMM accumulators Z0 onto
 // Z1, Z1 onto Z2 and Z2 onto Z3 (64 bytes each), then the lanes of Z3 (X3,
 // X1, X2, X5 in message order) onto the last, and leaves in BX the CRC of
@@ -99,22 +123,8 @@ TEXT ·foldAVX512(SB), NOSPLIT, $0-36
 	VMOVDQU64 k2048<>(SB), Z8
 
 loop:
-	VMOVDQU64  (SI), Z12
-	VMOVDQU64  64(SI), Z13
-	VMOVDQU64  128(SI), Z14
-	VMOVDQU64  192(SI), Z15
-	VPCLMULQDQ $0x11, Z8, Z0, Z4
-	VPCLMULQDQ $0x00, Z8, Z0, Z0
-	VPCLMULQDQ $0x11, Z8, Z1, Z5
-	VPCLMULQDQ $0x00, Z8, Z1, Z1
-	VPCLMULQDQ $0x11, Z8, Z2, Z6
-	VPCLMULQDQ $0x00, Z8, Z2, Z2
-	VPCLMULQDQ $0x11, Z8, Z3, Z7
-	VPCLMULQDQ $0x00, Z8, Z3, Z3
-	VPTERNLOGD $0x96, Z12, Z4, Z0
-	VPTERNLOGD $0x96, Z13, Z5, Z1
-	VPTERNLOGD $0x96, Z14, Z6, Z2
-	VPTERNLOGD $0x96, Z15, Z7, Z3
+	LOAD_256
+	FOLD_256
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JNZ        loop
@@ -155,27 +165,13 @@ TEXT ·copyFoldAVX512(SB), NOSPLIT, $0-60
 	VMOVDQU64 k2048<>(SB), Z8
 
 cloop:
-	VMOVDQU64  (SI), Z12
-	VMOVDQU64  64(SI), Z13
-	VMOVDQU64  128(SI), Z14
-	VMOVDQU64  192(SI), Z15
+	LOAD_256
 	VMOVDQU64  Z12, (DI)
 	VMOVDQU64  Z13, 64(DI)
 	VMOVDQU64  Z14, 128(DI)
 	VMOVDQU64  Z15, 192(DI)
 	ADDQ       $256, DI
-	VPCLMULQDQ $0x11, Z8, Z0, Z4
-	VPCLMULQDQ $0x00, Z8, Z0, Z0
-	VPCLMULQDQ $0x11, Z8, Z1, Z5
-	VPCLMULQDQ $0x00, Z8, Z1, Z1
-	VPCLMULQDQ $0x11, Z8, Z2, Z6
-	VPCLMULQDQ $0x00, Z8, Z2, Z2
-	VPCLMULQDQ $0x11, Z8, Z3, Z7
-	VPCLMULQDQ $0x00, Z8, Z3, Z3
-	VPTERNLOGD $0x96, Z12, Z4, Z0
-	VPTERNLOGD $0x96, Z13, Z5, Z1
-	VPTERNLOGD $0x96, Z14, Z6, Z2
-	VPTERNLOGD $0x96, Z15, Z7, Z3
+	FOLD_256
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JNZ        cloop

@@ -106,9 +106,9 @@ func (m *Memory) WritevAtSums(bufs [][]byte, off int64, sums []uint32) (n int, s
 }
 
 // ReadAtSums is ReadAt, and sums p's blocks (summed is true unless the
-// read fails or reaches Size).
+// read fails).
 func (m *Memory) ReadAtSums(p []byte, off int64, sums []uint32) (n int, summed bool, err error) {
-	if m.closed.Load() || off < 0 || off+int64(len(p)) >= int64(len(m.buf)) {
+	if m.closed.Load() || off < 0 || off+int64(len(p)) > int64(len(m.buf)) {
 		n, err = m.ReadAt(p, off)
 		return n, false, err
 	}

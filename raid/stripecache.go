@@ -357,7 +357,6 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 	end := off + int64(len(p))
 	now := a.clock.Now()
 	stream := off > 0 && a.continuesWithin(off, streamWindow*w)
-	random := !fua && a.holdsRandom()
 	a.noteEnd(end)
 	var err error
 	for pos := off; pos < end && err == nil; {
@@ -385,7 +384,7 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 		c.mu.Lock()
 		e := c.get(s)
 		c.mu.Unlock()
-		want := e != nil || (!fua && (pos == base || pos+k == base+w || stream || random))
+		want := e != nil || (!fua && (pos == base || pos+k == base+w || stream || a.holdsRandom()))
 		if want {
 			e = c.put(s, pos-base, piece, now)
 		}
@@ -398,7 +397,7 @@ func (a *Array) writeCached(p []byte, off, first, last int64, fua bool) error {
 			// A random piece that found the cache full waits for the
 			// flusher's write-outs anyway: its log record may wait with
 			// theirs (journal.gather) rather than cut their gathering short.
-			op.background = random
+			op.background = want && !fua && a.holdsRandom()
 			err = a.layout.WriteAt(op, piece, pos)
 			op.background = false
 		case fua || e.valid == w:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -49,6 +50,11 @@ type conn struct {
 	// writev. Guarded by wmu.
 	rhdr [structuredHeaderLen + 8]byte
 	rvec net.Buffers
+	// Large READ replies spliced from the device's files (splice.go):
+	// sock reaches the socket's descriptor (nil: no splicing), pipes are
+	// the staging pipes.
+	sock  syscall.RawConn
+	pipes pipes
 
 	// Negotiated state, fixed once transmission starts.
 	noZeroes   bool
@@ -146,6 +152,7 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	}
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.reserve.init(connReserveBytes)
+	c.initSplice()
 	c.work = make(chan *request, s.opts.Workers)
 	for range s.opts.Workers {
 		c.workers.Add(1)
@@ -154,6 +161,7 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.readLoop()
 	close(c.work)
 	c.workers.Wait()
+	defer c.pipes.closeAll()
 	c.lockWriter()
 	c.unlockWriter() // flushes what is left
 }
@@ -444,6 +452,9 @@ func (c *conn) executeRead(r *request) {
 		return
 	}
 	buf := *r.buf
+	if c.spliceRead(h, buf) {
+		return
+	}
 	n, err := c.exp.Device.ReadAt(buf, int64(h.offset))
 	if n < 0 || n > len(buf) {
 		n = 0

@@ -45,6 +45,14 @@
 //     to the socket, not raidd's resident memory, and only fills while a
 //     client does not read its replies (bounded in time by IOTimeout). TCP
 //     is left to the kernel's send buffer autotuning.
+//   - A READ of 64 KiB to 1 MiB of a Device that names the files holding it
+//     (Splicer: raidd arrays of page-cache files) is sent without a copy on
+//     plain unix and TCP connections: the worker splices the file ranges
+//     into a pipe of its connection (references to the page-cache pages),
+//     and the reply writer splices the pipe into the socket after the
+//     header (splice.go). The whole payload is staged before the header is
+//     written, so a range that cannot be staged makes the request fall back
+//     to ReadAt with nothing sent. Stats.BytesSpliced counts these bytes.
 //   - A READ is executed completely before any byte of its reply is written,
 //     so a device error is always an error reply, never a disconnect.
 //   - Options.Hold is called for each connection in transmission; raidd

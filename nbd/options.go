@@ -81,6 +81,9 @@ type Options struct {
 	// Workers is the number of requests executed concurrently per
 	// connection. Default 16.
 	Workers int
+	// NoSplice turns off READ replies spliced from the device's files
+	// (Splicer): every READ is then copied through ReadAt.
+	NoSplice bool
 	// Hold, when set, is called as each connection enters transmission,
 	// and the function it returns when the connection ends. raidd serve
 	// passes internal/awake's Hold, which keeps the Go runtime's system

@@ -29,7 +29,10 @@ type Stats struct {
 	// Requests with an unknown command type.
 	OtherCommands int64
 
-	BytesRead    int64 // payload bytes sent in successful READ replies
+	BytesRead int64 // payload bytes sent in successful READ replies
+	// BytesSpliced is the part of BytesRead sent from the device's files
+	// without a copy (Splicer).
+	BytesSpliced int64
 	BytesWritten int64 // payload bytes written by successful WRITEs
 	ErrorReplies int64 // replies carrying an error, any cause
 }
@@ -40,6 +43,7 @@ type counters struct {
 	tlsHandshakes, tlsFailures                         atomic.Int64
 	cmds                                               [numCmdCounters]atomic.Int64
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
+	bytesSpliced                                       atomic.Int64
 }
 
 const numCmdCounters = 9 // cmdRead..cmdBlockStatus (0..7) and "other" (8)
@@ -75,6 +79,7 @@ func (s *Server) Stats() Stats {
 		BlockStatuses:      c.cmds[cmdBlockStatus].Load(),
 		OtherCommands:      c.cmds[numCmdCounters-1].Load(),
 		BytesRead:          c.bytesRead.Load(),
+		BytesSpliced:       c.bytesSpliced.Load(),
 		BytesWritten:       c.bytesWritten.Load(),
 		ErrorReplies:       c.errorReplies.Load(),
 	}

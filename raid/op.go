@@ -238,6 +238,10 @@ type Op struct {
 	// reads from what the window read and gathers writes to its targets.
 	win *window
 
+	// plan, while on, makes Run record the queued reads for a spliced
+	// read instead of running them (splice.go).
+	plan splicePlan
+
 	// nextN, for a client read of a sequential stream on an array whose
 	// members read ahead, is its length, and nextOff where it ends: the
 	// next request's range, which Run asks members to read ahead of
@@ -476,6 +480,12 @@ func (op *Op) dropQueued() {
 func (op *Op) Run() int {
 	n := len(op.batch)
 	if n == 0 {
+		return 0
+	}
+	if op.plan.on {
+		// Planning a spliced read (splice.go): record, run nothing.
+		op.plan.record(op.batch)
+		op.dropQueued()
 		return 0
 	}
 	for i := range op.batch {
@@ -862,6 +872,7 @@ func (op *Op) reset() {
 	}
 	op.v, op.win = nil, nil
 	op.nextOff, op.nextN = 0, 0
+	op.plan.reset()
 	for i := range op.Shards {
 		op.Shards[i], op.Scratch[i] = nil, nil
 	}

@@ -74,8 +74,11 @@ type nbdStats struct {
 	BlockStatuses     int64 `json:"block_statuses"`
 	OtherCommands     int64 `json:"other_commands"`
 	BytesRead         int64 `json:"bytes_read"`
-	BytesWritten      int64 `json:"bytes_written"`
-	ErrorReplies      int64 `json:"error_replies"`
+	// BytesSpliced: the part of BytesRead sent from member files without
+	// a copy (nbd.Splicer).
+	BytesSpliced int64 `json:"bytes_spliced"`
+	BytesWritten int64 `json:"bytes_written"`
+	ErrorReplies int64 `json:"error_replies"`
 	// Resource bounds (nbd.Options.MaxConnections and the timeouts).
 	RefusedConnections int64 `json:"refused_connections"`
 	IdleTimeouts       int64 `json:"idle_timeouts"`
@@ -93,6 +96,7 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		Reads: s.Reads, Writes: s.Writes, Flushes: s.Flushes, Trims: s.Trims,
 		Caches: s.Caches, WriteZeroes: s.WriteZeroes, Disconnects: s.Disconnects,
 		BlockStatuses: s.BlockStatuses, OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
+		BytesSpliced: s.BytesSpliced,
 		BytesWritten: s.BytesWritten, ErrorReplies: s.ErrorReplies,
 		RefusedConnections: s.RefusedConnections, IdleTimeouts: s.IdleTimeouts,
 		IOTimeouts: s.IOTimeouts, InFlightBytes: s.InFlightBytes,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,6 +89,17 @@ func observe(o prometheus.Observer, start time.Time) { o.Observe(time.Since(star
 func (t *timedArray) ReadAt(p []byte, off int64) (int, error) {
 	defer observe(t.read, time.Now())
 	return t.Array.ReadAt(p, off)
+}
+
+// SpliceReadAt times a read served by splicing (staged for the socket); a
+// read it declines is timed by the ReadAt that serves it.
+func (t *timedArray) SpliceReadAt(p []byte, off int64, send func(src syscall.RawConn, srcOff int64, n int) error) bool {
+	start := time.Now()
+	if !t.Array.SpliceReadAt(p, off, send) {
+		return false
+	}
+	observe(t.read, start)
+	return true
 }
 
 func (t *timedArray) WriteAt(p []byte, off int64) (int, error) {
@@ -206,18 +218,19 @@ var (
 	descMemberRepairB = newDesc("raidd_member_repaired_bytes_total", "Bytes of the ranges counted by raidd_member_repairs_total.", prometheus.CounterValue, "array", "path", "uuid")
 	descMemberCsum    = newDesc("raidd_member_checksum_repairs_total", "Blocks of the member's role that failed their checksum and were rewritten from redundancy, since the array started (arrays created with --checksums).", prometheus.CounterValue, "array", "path", "uuid")
 
-	descNBDConnections = newDesc("raidd_nbd_connections_total", "NBD connections accepted.", prometheus.CounterValue)
-	descNBDActive      = newDesc("raidd_nbd_active_connections", "NBD connections open now.", prometheus.GaugeValue)
-	descNBDHandshakes  = newDesc("raidd_nbd_handshakes_total", "NBD connections that entered transmission.", prometheus.CounterValue)
-	descNBDHSFailures  = newDesc("raidd_nbd_handshake_failures_total", "NBD connections closed during the handshake.", prometheus.CounterValue)
-	descNBDTLS         = newDesc("raidd_nbd_tls_handshakes_total", "TLS handshakes after NBD_OPT_STARTTLS, by result (a failure closes the connection).", prometheus.CounterValue, "result")
-	descNBDRefused     = newDesc("raidd_nbd_refused_connections_total", "NBD connections refused because nbd.max_connections were open.", prometheus.CounterValue)
-	descNBDTimeouts    = newDesc("raidd_nbd_timeouts_total", "NBD connections closed by a timeout: idle (nbd.idle_timeout) or io (nbd.io_timeout).", prometheus.CounterValue, "timeout")
-	descNBDInFlight    = newDesc("raidd_nbd_in_flight_bytes", "READ and WRITE payload bytes held by NBD requests not yet answered.", prometheus.GaugeValue)
-	descNBDRequests    = newDesc("raidd_nbd_requests_total", "NBD requests received, by command.", prometheus.CounterValue, "command")
-	descNBDReadBytes   = newDesc("raidd_nbd_read_bytes_total", "Payload bytes sent in successful NBD READ replies.", prometheus.CounterValue)
-	descNBDWriteBytes  = newDesc("raidd_nbd_written_bytes_total", "Payload bytes written by successful NBD WRITEs.", prometheus.CounterValue)
-	descNBDErrors      = newDesc("raidd_nbd_error_replies_total", "NBD replies carrying an error.", prometheus.CounterValue)
+	descNBDConnections  = newDesc("raidd_nbd_connections_total", "NBD connections accepted.", prometheus.CounterValue)
+	descNBDActive       = newDesc("raidd_nbd_active_connections", "NBD connections open now.", prometheus.GaugeValue)
+	descNBDHandshakes   = newDesc("raidd_nbd_handshakes_total", "NBD connections that entered transmission.", prometheus.CounterValue)
+	descNBDHSFailures   = newDesc("raidd_nbd_handshake_failures_total", "NBD connections closed during the handshake.", prometheus.CounterValue)
+	descNBDTLS          = newDesc("raidd_nbd_tls_handshakes_total", "TLS handshakes after NBD_OPT_STARTTLS, by result (a failure closes the connection).", prometheus.CounterValue, "result")
+	descNBDRefused      = newDesc("raidd_nbd_refused_connections_total", "NBD connections refused because nbd.max_connections were open.", prometheus.CounterValue)
+	descNBDTimeouts     = newDesc("raidd_nbd_timeouts_total", "NBD connections closed by a timeout: idle (nbd.idle_timeout) or io (nbd.io_timeout).", prometheus.CounterValue, "timeout")
+	descNBDInFlight     = newDesc("raidd_nbd_in_flight_bytes", "READ and WRITE payload bytes held by NBD requests not yet answered.", prometheus.GaugeValue)
+	descNBDRequests     = newDesc("raidd_nbd_requests_total", "NBD requests received, by command.", prometheus.CounterValue, "command")
+	descNBDReadBytes    = newDesc("raidd_nbd_read_bytes_total", "Payload bytes sent in successful NBD READ replies.", prometheus.CounterValue)
+	descNBDSplicedBytes = newDesc("raidd_nbd_read_spliced_bytes_total", "Payload bytes of NBD READ replies sent from member files without a copy (splice).", prometheus.CounterValue)
+	descNBDWriteBytes   = newDesc("raidd_nbd_written_bytes_total", "Payload bytes written by successful NBD WRITEs.", prometheus.CounterValue)
+	descNBDErrors       = newDesc("raidd_nbd_error_replies_total", "NBD replies carrying an error.", prometheus.CounterValue)
 )
 
 // memberStates are the states raidd_member_state reports for every
@@ -238,7 +251,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLogArea, descLogRecords, descLogBytes, descLogCheckpts, descLogReplayed,
 		descMemberState, descMemberErrors, descMemberRepairs, descMemberRepairB, descMemberCsum,
 		descNBDConnections, descNBDActive, descNBDHandshakes, descNBDHSFailures, descNBDTLS, descNBDRefused,
-		descNBDTimeouts, descNBDInFlight, descNBDRequests, descNBDReadBytes, descNBDWriteBytes, descNBDErrors} {
+		descNBDTimeouts, descNBDInFlight, descNBDRequests, descNBDReadBytes, descNBDSplicedBytes, descNBDWriteBytes, descNBDErrors} {
 		ch <- d.Desc
 	}
 }
@@ -305,6 +318,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		emit(descNBDRequests, float64(r.v), r.cmd)
 	}
 	emit(descNBDReadBytes, float64(n.BytesRead))
+	emit(descNBDSplicedBytes, float64(n.BytesSpliced))
 	emit(descNBDWriteBytes, float64(n.BytesWritten))
 	emit(descNBDErrors, float64(n.ErrorReplies))
 }

@@ -49,6 +49,7 @@ type exportDevice interface {
 	nbd.BlockSizer
 	nbd.BlockStatuser
 	nbd.InlineWriter
+	nbd.Splicer
 }
 
 var _ exportDevice = (*raid.Array)(nil)

@@ -411,6 +411,20 @@ func (m *File) Direct() bool { return m.direct }
 // memory copies that never wait for a device.
 func (m *File) InMemory() bool { return m.inMemory }
 
+
+// SpliceSource returns the file's descriptor, reached under the os.File's
+// reference (so a concurrent Close cannot recycle it), for a caller that
+// moves the file's bytes with splice(2) instead of reading them: ok is
+// false for a member opened with O_DIRECT (its bytes are not in the page
+// cache), and after Close or a detected shrink. A caller that splices must
+// treat a short or failed splice as "read it with ReadAt", which reports
+// the error as the member's reads do. Offsets are the file's, as ReadAt's.
+func (m *File) SpliceSource() (syscall.RawConn, bool) {
+	if m.direct || m.closed.Load() || m.shrunk.Load() {
+		return nil, false
+	}
+	return m.rc, true
+}
 // Size returns the member's size in bytes, fixed at Open.
 func (m *File) Size() int64 { return m.size }
 

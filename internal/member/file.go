@@ -411,7 +411,6 @@ func (m *File) Direct() bool { return m.direct }
 // memory copies that never wait for a device.
 func (m *File) InMemory() bool { return m.inMemory }
 
-
 // SpliceSource returns the file's descriptor, reached under the os.File's
 // reference (so a concurrent Close cannot recycle it), for a caller that
 // moves the file's bytes with splice(2) instead of reading them: ok is
@@ -425,6 +424,7 @@ func (m *File) SpliceSource() (syscall.RawConn, bool) {
 	}
 	return m.rc, true
 }
+
 // Size returns the member's size in bytes, fixed at Open.
 func (m *File) Size() int64 { return m.size }
 

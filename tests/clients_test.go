@@ -149,9 +149,17 @@ func TestClients(t *testing.T) {
 			t.Run("nbdcopy", func(t *testing.T) {
 				src, want := writeRandomFile(t, data, copyDataLen, 100)
 				mustRun(t, "nbdcopy", "--flush", src, uri)
+				read0, spliced0 := srv.nbdBytes(t)
 				got, total := readExport(t, uri, copyDataLen)
 				assert.Equal(t, st.Size, total, "nbdcopy reads the whole export")
 				assertSameBytes(t, want, got, "nbdcopy round trip")
+				// The members are files in the page cache: a healthy
+				// array's large reads are spliced from them.
+				read1, spliced1 := srv.nbdBytes(t)
+				assert.LessOrEqual(t, spliced1-spliced0, read1-read0)
+				if len(lc.missing) == 0 {
+					assert.Positive(t, spliced1-spliced0, "bytes spliced of %d read", read1-read0)
+				}
 			})
 
 			t.Run("qemu-img", func(t *testing.T) {

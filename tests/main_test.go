@@ -418,6 +418,21 @@ func (s *server) status(t testing.TB, name string) arrayStatus {
 	return arrayStatus{}
 }
 
+// nbdBytes returns the server's NBD READ payload bytes so far, and the part
+// of them spliced from member files (`raidd status --json`, "nbd").
+func (s *server) nbdBytes(t testing.TB) (read, spliced int64) {
+	t.Helper()
+	out := statusRaidd(t, "--json", "--control", s.ctrl)
+	var st struct {
+		NBD struct {
+			Read    int64 `json:"bytes_read"`
+			Spliced int64 `json:"bytes_spliced"`
+		} `json:"nbd"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st), "raidd status --json output:\n%s", out)
+	return st.NBD.Read, st.NBD.Spliced
+}
+
 // writeRandomFile writes size bytes from a generator seeded with seed to a
 // new file in dir and returns its path and content.
 func writeRandomFile(t testing.TB, dir string, size int, seed uint64) (string, []byte) {

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -12,9 +13,13 @@ import (
 // allocs/op reflects the server. Run with -benchmem (allocations are
 // reported); MB/s comes from SetBytes.
 func benchPipelined(b *testing.B, typ uint16, size int, depth int) {
-	dev := newMemDev(64 << 20)
+	benchPipelinedDev(b, newMemDev(64<<20), false, typ, size, depth)
+}
+
+func benchPipelinedDev(b *testing.B, dev Device, noSplice bool, typ uint16, size int, depth int) {
 	opts := oneExport(dev)
 	opts.Workers = 8
+	opts.NoSplice = noSplice
 	ts := startServer(b, opts, true)
 	cl := connect(b, ts, "disk", false)
 	nc := cl.c
@@ -67,5 +72,20 @@ func benchPipelined(b *testing.B, typ uint16, size int, depth int) {
 	}
 }
 
-func BenchmarkPipelinedRead4K(b *testing.B)  { benchPipelined(b, cmdRead, 4<<10, 64) }
+func BenchmarkPipelinedRead4K(b *testing.B) { benchPipelined(b, cmdRead, 4<<10, 64) }
+
+// BenchmarkSpliceRead compares READs spliced from a tmpfs file (pieces of
+// 64 KiB, as a striped array names its chunks) with the same READs copied
+// (ReadAt, then writev), with 8 in flight.
+func BenchmarkSpliceRead(b *testing.B) {
+	for _, size := range []int{64 << 10, 128 << 10, 256 << 10, 1 << 20} {
+		for _, noSplice := range []bool{false, true} {
+			name := fmt.Sprintf("%dK/splice=%v", size>>10, !noSplice)
+			b.Run(name, func(b *testing.B) {
+				dev := shmFileDev(b, 64<<20, 64<<10)
+				benchPipelinedDev(b, dev, noSplice, cmdRead, size, 8)
+			})
+		}
+	}
+}
 func BenchmarkPipelinedWrite1M(b *testing.B) { benchPipelined(b, cmdWrite, 1<<20, 16) }

@@ -69,10 +69,58 @@ const (
 	maxPipes = 64
 )
 
-// pipe is one staging pipe of a connection.
+// pipe is one staging pipe of a connection. A request's staging state
+// lives in it, and stageFn and ctlFn are its methods bound once, so that
+// staging allocates nothing.
 type pipe struct {
 	r, w int
 	size int // capacity in bytes (F_GETPIPE_SZ)
+
+	staged, limit int // bytes staged so far, of the request's limit
+	// The range being staged, and the result of the last splice.
+	off     int64
+	n       int
+	k       int64
+	err     error
+	stageFn func(src syscall.RawConn, off int64, n int) error
+	ctlFn   func(fd uintptr)
+	// The reply's move out of the pipe: bytes sent of want.
+	sent, want int
+	outFn      func(fd uintptr) bool
+}
+
+// stage is the send function of Splicer.SpliceReadAt: it moves n bytes at
+// off of src's file into the pipe.
+func (p *pipe) stage(src syscall.RawConn, off int64, n int) error {
+	if n <= 0 || p.staged+n > p.limit {
+		return errors.New("nbd: splice range outside the request")
+	}
+	p.off = off
+	for n > 0 {
+		p.n = n
+		if err := src.Control(p.ctlFn); err != nil {
+			return err
+		}
+		switch {
+		case p.err != nil:
+			return p.err // EAGAIN: the pipe is full (unaligned pieces)
+		case p.k == 0:
+			return io.ErrUnexpectedEOF // the file ends early
+		}
+		n -= int(p.k)
+		p.staged += int(p.k)
+	}
+	return nil
+}
+
+// ctl is stage's splice, run on the file's descriptor.
+func (p *pipe) ctl(fd uintptr) {
+	for {
+		p.k, p.err = unix.Splice(int(fd), &p.off, p.w, nil, p.n, unix.SPLICE_F_NONBLOCK)
+		if p.err != unix.EINTR {
+			return
+		}
+	}
 }
 
 func (p *pipe) close() {
@@ -150,6 +198,7 @@ func newPipe() (*pipe, error) {
 		return nil, errors.New("nbd: pipe capacity too small")
 	}
 	p.size = size
+	p.stageFn, p.ctlFn, p.outFn = p.stage, p.ctl, p.out
 	return p, nil
 }
 
@@ -182,36 +231,10 @@ func (c *conn) spliceRead(h *requestHeader, buf []byte) bool {
 	if p == nil {
 		return false
 	}
-	staged := 0
-	send := func(src syscall.RawConn, off int64, n int) error {
-		if n <= 0 || staged+n > len(buf) {
-			return errors.New("nbd: splice range outside the request")
-		}
-		for n > 0 {
-			var k int64
-			var err error
-			cerr := src.Control(func(fd uintptr) {
-				for {
-					k, err = unix.Splice(int(fd), &off, p.w, nil, n, unix.SPLICE_F_NONBLOCK)
-					if err != unix.EINTR {
-						return
-					}
-				}
-			})
-			switch {
-			case cerr != nil:
-				return cerr
-			case err != nil:
-				return err // EAGAIN: the pipe is full (unaligned pieces)
-			case k == 0:
-				return io.ErrUnexpectedEOF // the file ends early
-			}
-			n -= int(k)
-			staged += int(k)
-		}
-		return nil
-	}
-	if !c.exp.Device.(Splicer).SpliceReadAt(buf, int64(h.offset), send) || staged != len(buf) {
+	p.staged, p.limit = 0, len(buf)
+	ok := c.exp.Device.(Splicer).SpliceReadAt(buf, int64(h.offset), p.stageFn)
+	staged := p.staged
+	if !ok || staged != len(buf) {
 		c.pipes.put(p, staged == 0)
 		return false
 	}
@@ -251,29 +274,32 @@ func (c *conn) spliceRead(h *requestHeader, buf []byte) bool {
 // spliceOut moves n staged bytes from p into the socket, waiting (under the
 // write deadline) while the socket is full. Called with wmu held.
 func (c *conn) spliceOut(p *pipe, n int) (int, error) {
-	sent := 0
-	var serr error
-	err := c.sock.Write(func(fd uintptr) bool {
-		for sent < n {
-			k, err := unix.Splice(p.r, nil, int(fd), nil, n-sent, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return false // the socket is full: wait until it drains
-			case err != nil:
-				serr = err
-				return true
-			case k == 0:
-				serr = io.ErrUnexpectedEOF
-				return true
-			}
-			sent += int(k)
-		}
-		return true
-	})
-	if serr != nil {
-		err = serr
+	p.sent, p.want, p.err = 0, n, nil
+	err := c.sock.Write(p.outFn)
+	if p.err != nil {
+		err = p.err
 	}
-	return sent, err
+	return p.sent, err
+}
+
+// out is spliceOut's loop, run on the socket's descriptor: false asks the
+// poller to wait until the socket can take more.
+func (p *pipe) out(fd uintptr) bool {
+	for p.sent < p.want {
+		k, err := unix.Splice(p.r, nil, int(fd), nil, p.want-p.sent, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false // the socket is full: wait until it drains
+		case err != nil:
+			p.err = err
+			return true
+		case k == 0:
+			p.err = io.ErrUnexpectedEOF
+			return true
+		}
+		p.sent += int(k)
+	}
+	return true
 }

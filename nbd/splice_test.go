@@ -34,9 +34,27 @@ type fileDev struct {
 	reads, splices, declined atomic.Int64
 }
 
-func newFileDev(t *testing.T, size int64, piece int64) (*fileDev, []byte) {
+func newFileDev(t testing.TB, size int64, piece int64) (*fileDev, []byte) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "dev")
+	return newFileDevIn(t, t.TempDir(), size, piece)
+}
+
+// shmFileDev is a fileDev on tmpfs (/dev/shm), where the server's splices
+// take references to pages already in memory; elsewhere it skips.
+func shmFileDev(t testing.TB, size int64, piece int64) *fileDev {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "nbd-splice")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	d, _ := newFileDevIn(t, dir, size, piece)
+	return d
+}
+
+func newFileDevIn(t testing.TB, dir string, size int64, piece int64) (*fileDev, []byte) {
+	t.Helper()
+	p := filepath.Join(dir, "dev")
 	data := pattern(int(size), 11)
 	require.NoError(t, os.WriteFile(p, data, 0o600))
 	f, err := os.Open(p)

@@ -22,7 +22,8 @@ import (
 // SpliceReadAt declines, before handing anything over, whenever the plan is
 // not a set of plain reads of such files that tile the request exactly:
 // an array with checksums (the bytes must be verified first), a range the
-// stripe cache holds, a degraded read that must reconstruct or lock, a
+// stripe cache holds, a degraded read that must reconstruct (reads of a
+// degraded array's surviving chunks are spliced), a
 // member that is not a page-cache file (O_DIRECT, memory, a test double).
 // The caller then serves the request with ReadAt. A range the caller
 // cannot move whole (a read error, a file shorter than it should be) also
@@ -144,7 +145,10 @@ func (a *Array) SpliceReadAt(p []byte, off int64, send func(src syscall.RawConn,
 	}
 	op := a.getOp()
 	defer a.putOp(op)
-	if op.v.failed || (a.traits.LockDegradedReads && op.v.Degraded()) {
+	// A degraded array's reads are planned as a healthy one's: a read that
+	// must reconstruct asks for the stripe locks (errNeedLock), and is
+	// declined; reads of the surviving members' chunks are spliced.
+	if op.v.failed {
 		return false
 	}
 	if a.cache != nil {

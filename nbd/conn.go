@@ -242,9 +242,16 @@ func (c *conn) readLoop() {
 }
 
 // inlineWrite reports whether the reader runs request h itself: a WRITE
-// without FUA to a device that says its writes do not wait (InlineWriter).
+// without FUA to a device that says its writes do not wait (InlineWriterAt
+// for this write, else InlineWriter).
 func (c *conn) inlineWrite(h *requestHeader) bool {
-	return h.typ == cmdWrite && h.flags&cmdFlagFUA == 0 && c.exp.inline != nil && c.exp.inline.WritesInline()
+	if h.typ != cmdWrite || h.flags&cmdFlagFUA != 0 {
+		return false
+	}
+	if c.exp.inlineAt != nil {
+		return c.exp.inlineAt.WritesInlineAt(int64(h.offset), int(h.length))
+	}
+	return c.exp.inline != nil && c.exp.inline.WritesInline()
 }
 
 // inlineRead reports whether the reader runs request h itself: a READ that

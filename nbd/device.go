@@ -126,6 +126,17 @@ type InlineWriter interface {
 	WritesInline() bool
 }
 
+// InlineWriterAt is InlineWriter for a device whose answer depends on the
+// write: WritesInlineAt is asked, instead of WritesInline, for every WRITE
+// without NBD_CMD_FLAG_FUA, with its offset and length (a valid request
+// inside the export, whose payload the reader has received). A RAID5 array on memory says true for writes
+// that hold a whole stripe, whose hand-off to a worker costs more than its
+// overlap with the next payload gains, and false for small ones, which
+// gain from running side by side.
+type InlineWriterAt interface {
+	WritesInlineAt(off int64, n int) bool
+}
+
 // InlineReader says whether a READ of n bytes may run on the connection's
 // request reader instead of being handed to a worker goroutine, as
 // InlineWriter does for WRITEs: the reader reads and answers it before it
@@ -162,6 +173,7 @@ type caps struct {
 	multiConn  MultiConner
 	statuser   BlockStatuser
 	inline     InlineWriter
+	inlineAt   InlineWriterAt
 	inlineRead InlineReader
 }
 
@@ -180,6 +192,7 @@ func discoverCaps(d Device) caps {
 	c.multiConn, _ = d.(MultiConner)
 	c.statuser, _ = d.(BlockStatuser)
 	c.inline, _ = d.(InlineWriter)
+	c.inlineAt, _ = d.(InlineWriterAt)
 	c.inlineRead, _ = d.(InlineReader)
 	return c
 }

@@ -25,7 +25,9 @@
 //     members) is executed and answered by the reader itself before it
 //     reads the next request: no hand-off to a worker (a goroutine wake-up,
 //     often a thread switch), at the price of that connection's writes
-//     running one at a time.
+//     running one at a time. A Device may answer per write instead
+//     (InlineWriterAt, asked with the WRITE's offset and length: raidd's
+//     RAID5 over tmpfs says yes to writes that hold a whole stripe).
 //     So is a READ the Device says is a copy out of memory (InlineReader:
 //     raidd reads of at most 64 KiB over memory members).
 //   - Workers execute requests concurrently against the Device and write

@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,6 +83,76 @@ func TestInlineWrites(t *testing.T) {
 				assert.Equal(t, int64(n), dev.fuaWrites.Load())
 			} else {
 				assert.Equal(t, int64(n), dev.writes.Load())
+			}
+			if tc.serial {
+				assert.Equal(t, int64(1), dev.most.Load(), "writes run one at a time")
+				assert.Equal(t, sent, got, "replies in request order")
+			} else {
+				assert.Greater(t, dev.most.Load(), int64(1), "writes run side by side")
+			}
+		})
+	}
+}
+
+// inlineAtDev is an inlineDev (whose WritesInline says no) that also says,
+// per write, that writes of at least min bytes may run on the request
+// reader (InlineWriterAt), and records what it was asked.
+type inlineAtDev struct {
+	*inlineDev
+	min   int
+	mu    sync.Mutex
+	asked [][2]int64
+}
+
+func (d *inlineAtDev) WritesInlineAt(off int64, n int) bool {
+	d.mu.Lock()
+	d.asked = append(d.asked, [2]int64{off, int64(n)})
+	d.mu.Unlock()
+	return n >= d.min
+}
+
+// TestInlineWritesAt: a device that answers per write (InlineWriterAt) is
+// asked with each WRITE's offset and length, in place of WritesInline:
+// the writes it says yes to run on the reader, one at a time, answered in
+// order; the others, and FUA writes, which it is not asked about, go to
+// the workers side by side.
+func TestInlineWritesAt(t *testing.T) {
+	const n, blk = 16, 4096
+	for _, tc := range []struct {
+		size   int
+		flags  uint16
+		serial bool
+	}{
+		{2 * blk, 0, true},
+		{blk, 0, false},
+		{2 * blk, cmdFlagFUA, false},
+	} {
+		t.Run(fmt.Sprintf("size=%d/flags=%d", tc.size, tc.flags), func(t *testing.T) {
+			dev := &inlineAtDev{inlineDev: &inlineDev{memDev: newMemDev(n * 2 * blk)}, min: 2 * blk}
+			ts := startServer(t, oneExport(dev))
+			cl := connect(t, ts, "disk", true)
+			var sent []uint64
+			var want [][2]int64
+			for i := range n {
+				off := i * tc.size
+				sent = append(sent, cl.send(cmdWrite, tc.flags, uint64(off), uint32(tc.size), pattern(tc.size, byte(i+1))))
+				want = append(want, [2]int64{int64(off), int64(tc.size)})
+			}
+			var got []uint64
+			for range n {
+				r := cl.readReply()
+				require.Zero(t, r.errno)
+				got = append(got, r.handle)
+			}
+			for i := range n {
+				assert.Equal(t, pattern(tc.size, byte(i+1)), dev.snapshot(int64(i*tc.size), int64(tc.size)), "write %d", i)
+			}
+			dev.mu.Lock()
+			defer dev.mu.Unlock()
+			if tc.flags&cmdFlagFUA != 0 {
+				assert.Empty(t, dev.asked, "FUA writes are not asked about")
+			} else {
+				assert.Equal(t, want, dev.asked, "asked with each write's offset and length")
 			}
 			if tc.serial {
 				assert.Equal(t, int64(1), dev.most.Load(), "writes run one at a time")

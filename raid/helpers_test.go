@@ -77,6 +77,30 @@ func newRig(n int, size int64) *rig {
 	return r
 }
 
+// fillKeep is a rig member that also lets a write's bytes be computed in
+// place (FillAt), as a member held in memory does (raid.Op.WriteFill): on
+// the member's memory while its Toggle injects no write fault; with one,
+// it refuses, and the write the engine makes instead meets the fault.
+type fillKeep struct {
+	keep
+	mem *member.Memory
+	tg  *membertest.Toggle
+}
+
+func (k fillKeep) FillAt(off, n int64, f member.Filler, src [][]byte) bool {
+	if k.tg.MaybeError(membertest.OpWrite, off, n) != nil {
+		return false
+	}
+	return k.mem.FillAt(off, n, f, src)
+}
+
+// offerFill makes every member of the rig offer FillAt (fillKeep).
+func (r *rig) offerFill() {
+	for i := range r.devs {
+		r.devs[i].Member = fillKeep{r.devs[i].Member.(keep), r.mem[i], r.toggles[i]}
+	}
+}
+
 // memberSizeFor returns a member size giving rows rows of data to a RAID5
 // or RAID6 array of up to 6 members with the default write-hole log area;
 // levels without a log get the log area's bytes as extra rows.

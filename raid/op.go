@@ -234,6 +234,9 @@ type Op struct {
 	sums  []*integrity.Shared
 	nSums int
 
+	// fill hands a Layout's Filler to a member (WriteFill, fill.go).
+	fill opFill
+
 	// win, for one row of a background job's window (window.go), serves
 	// reads from what the window read and gathers writes to its targets.
 	win *window

@@ -65,6 +65,13 @@
 // does not serve takes the plain path and reports that it did not. See
 // sums.go.
 //
+// FillAt (File and Memory) lets a caller compute a write's bytes straight
+// into the member's memory instead of writing them from a buffer: RAID5
+// computes a full stripe's parity into the parity member so, saving the
+// buffer's copy. It follows the mapped write's rules (the mapped range
+// only, faults caught) and reports false where it cannot; the caller then
+// writes the bytes the ordinary way. See fill.go.
+//
 // # Discard, Trim and ZeroRange on block devices
 //
 // Discard must guarantee zeroes, so on a block device it uses

@@ -15,7 +15,9 @@
 // reads:
 //
 //   - full stripe: every data chunk is replaced, parity is computed from the
-//     new data, and nothing is read;
+//     new data, and nothing is read; the parity is computed straight into
+//     a parity member held in memory (raid.Op.WriteFill) when the row needs
+//     no write-hole record;
 //   - reconstruct-write (RCW): read the parts of the untouched data chunks
 //     that share the written range, compute parity from scratch;
 //   - read-modify-write (RMW): read the old data being replaced and the old

@@ -61,14 +61,20 @@ func (l *Layout) xor(op *raid.Op, dst, src []byte) {
 // is no kernel). (Encoder.Encode does one pass but allocates per call on
 // CPUs with GFNI, and the hot path must not allocate.)
 func (l *Layout) encode(op *raid.Op, shards [][]byte) {
-	p := shards[l.dk]
-	k := parity.XOR(p, shards[:l.dk])
-	if k == len(p) {
+	l.Fill(op, shards[l.dk], shards[:l.dk])
+}
+
+// Fill sets dst to the parity (the XOR) of the data in src, as encode
+// does: it is the raid.Filler that computes a row's parity straight into
+// the parity member (raid.Op.WriteFill).
+func (l *Layout) Fill(op *raid.Op, dst []byte, src [][]byte) {
+	k := parity.XOR(dst, src)
+	if k == len(dst) {
 		return
 	}
-	copy(p[k:], shards[0][k:])
-	for i := 1; i < l.dk; i++ {
-		l.xor(op, p[k:], shards[i][k:])
+	copy(dst[k:], src[0][k:])
+	for i := 1; i < len(src); i++ {
+		l.xor(op, dst[k:], src[i][k:])
 	}
 }
 
@@ -292,8 +298,9 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm, x int, recon
 			reads = true
 		}
 	}
-	pbuf := op.Buf(width)
+	var pbuf []byte
 	if reconstructX {
+		pbuf = op.Buf(width)
 		op.Read(pm, pbuf, w.Base+w.Lo)
 		reads = true
 	}
@@ -315,14 +322,25 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm, x int, recon
 			copy(shards[i][w.A[i]-w.Lo:], w.Data[i])
 		}
 	}
-	shards[l.dk] = pbuf
-	l.encode(op, shards)
 	l.queueData(op, w)
-	if op.Writable(pm) {
-		op.Write(pm, pbuf, w.Base+w.Lo)
-	}
-	if err := l.logRow(op, w, rl, pbuf, shards); err != nil {
-		return err
+	switch {
+	case !rl.Need && op.Writable(pm):
+		// No record must precede the row's writes (a full stripe, or
+		// no write-hole log): the parity may go straight into a parity
+		// member held in memory, without a buffer and its copy.
+		op.WriteFill(pm, w.Base+w.Lo, width, l, shards[:l.dk])
+	default:
+		if pbuf == nil {
+			pbuf = op.Buf(width)
+		}
+		shards[l.dk] = pbuf
+		l.encode(op, shards)
+		if op.Writable(pm) {
+			op.Write(pm, pbuf, w.Base+w.Lo)
+		}
+		if err := l.logRow(op, w, rl, pbuf, shards); err != nil {
+			return err
+		}
 	}
 	if reads {
 		op.Run()

@@ -719,16 +719,7 @@ func (c *conn) replyError(h *requestHeader, errno uint32, reason string) {
 func (c *conn) replyRead(h *requestHeader, data []byte) {
 	c.lockWriter()
 	if c.werr == nil {
-		var hdr []byte
-		switch {
-		case !c.structured:
-			hdr = appendSimple(c.rhdr[:0], 0, h.handle)
-		case len(data) == 0:
-			hdr = appendChunk(c.rhdr[:0], replyFlagDone, replyTypeNone, h.handle, 0)
-		default:
-			hdr = appendChunk(c.rhdr[:0], replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+len(data)))
-			hdr = binary.BigEndian.AppendUint64(hdr, h.offset)
-		}
+		hdr := c.readHeader(h, len(data))
 		if len(data) >= directReplyMin {
 			c.writeDirect(hdr, data)
 		} else {
@@ -737,6 +728,20 @@ func (c *conn) replyRead(h *requestHeader, data []byte) {
 		}
 	}
 	c.unlockWriter()
+}
+
+// readHeader encodes, into c.rhdr, the header of a successful READ reply
+// carrying n bytes: a simple reply, or one OFFSET_DATA chunk marked DONE (a
+// NONE chunk for n == 0). Called with wmu held.
+func (c *conn) readHeader(h *requestHeader, n int) []byte {
+	switch {
+	case !c.structured:
+		return appendSimple(c.rhdr[:0], 0, h.handle)
+	case n == 0:
+		return appendChunk(c.rhdr[:0], replyFlagDone, replyTypeNone, h.handle, 0)
+	}
+	hdr := appendChunk(c.rhdr[:0], replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+n))
+	return binary.BigEndian.AppendUint64(hdr, h.offset)
 }
 
 // directReplyMin is the READ payload size from which the reply bypasses the

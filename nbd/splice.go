@@ -1,7 +1,6 @@
 package nbd
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -241,14 +240,7 @@ func (c *conn) spliceRead(h *requestHeader, buf []byte) bool {
 	c.lockWriter()
 	sent := 0
 	if c.werr == nil {
-		var hdr []byte
-		if c.structured {
-			hdr = appendChunk(c.rhdr[:0], replyFlagDone, replyTypeOffsetData, h.handle, uint32(8+len(buf)))
-			hdr = binary.BigEndian.AppendUint64(hdr, h.offset)
-		} else {
-			hdr = appendSimple(c.rhdr[:0], 0, h.handle)
-		}
-		c.write(hdr)
+		c.write(c.readHeader(h, len(buf)))
 		if c.werr == nil {
 			if err := c.bw.Flush(); err != nil {
 				c.failWrite(err)

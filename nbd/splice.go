@@ -237,6 +237,11 @@ func (c *conn) spliceRead(h *requestHeader, buf []byte) bool {
 		c.pipes.put(p, staged == 0)
 		return false
 	}
+	// Counted before the reply goes out, as a copied read is, so that a
+	// client that has its reply sees it in Stats (a test that read Stats
+	// right after its reply found the bytes not yet counted).
+	c.s.stats.bytesRead.Add(int64(len(buf)))
+	c.s.stats.bytesSpliced.Add(int64(len(buf)))
 	c.lockWriter()
 	sent := 0
 	if c.werr == nil {
@@ -256,10 +261,6 @@ func (c *conn) spliceRead(h *requestHeader, buf []byte) bool {
 	}
 	c.unlockWriter()
 	c.pipes.put(p, sent == len(buf))
-	if sent == len(buf) {
-		c.s.stats.bytesRead.Add(int64(sent))
-		c.s.stats.bytesSpliced.Add(int64(sent))
-	}
 	return true
 }
 

@@ -55,6 +55,9 @@ type conn struct {
 	// the staging pipes.
 	sock  syscall.RawConn
 	pipes pipes
+	// stream writes large inline WRITEs as their payload arrives
+	// (payload.go); nil on TLS and non-socket connections.
+	stream *streamer
 
 	// Negotiated state, fixed once transmission starts.
 	noZeroes   bool
@@ -97,6 +100,10 @@ type request struct {
 	h    requestHeader
 	buf  *[]byte
 	from uint8 // where its payload bytes were taken from (fromNone, ...)
+	// streamed: the payload was written to the device as it arrived
+	// (payload.go), with the device's error streamErr.
+	streamed  bool
+	streamErr error
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -153,6 +160,9 @@ func (c *conn) transmit(e *export, info exportInfo) {
 	c.sem.init(s.opts.MaxInFlightBytes)
 	c.reserve.init(connReserveBytes)
 	c.initSplice()
+	if !c.tls && !s.opts.NoStreamWrites {
+		c.stream = newStreamer(c)
+	}
 	c.work = make(chan *request, s.opts.Workers)
 	for range s.opts.Workers {
 		c.workers.Add(1)
@@ -211,7 +221,7 @@ func (c *conn) readLoop() {
 			continue
 		}
 		r := requestPool.Get().(*request)
-		r.h = h
+		r.h, r.streamed, r.streamErr = h, false, nil
 		if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > 0 {
 			if !c.acquire(r) {
 				// Halted while waiting: shutdown or a failed reply write.
@@ -223,7 +233,15 @@ func (c *conn) readLoop() {
 			}
 			r.buf = s.bufs.get(int(h.length))
 			if h.typ == cmdWrite {
-				if err := c.readPayload(*r.buf, h.length); err != nil {
+				var err error
+				if c.streams(&h) && c.inlineWrite(&h) {
+					c.armPayload()
+					r.streamErr, err = c.stream.readStreamed(r)
+					r.streamed = err == nil
+				} else {
+					err = c.readPayload(*r.buf, h.length)
+				}
+				if err != nil {
 					c.logPayloadEnd(err)
 					c.finish(r)
 					return
@@ -330,7 +348,12 @@ func (c *conn) execute(r *request) {
 		c.executeBlockStatus(h)
 		return
 	case cmdWrite:
-		if n > 0 {
+		if r.streamed {
+			err = r.streamErr
+			if err == nil {
+				c.s.stats.bytesWritten.Add(n)
+			}
+		} else if n > 0 {
 			err = c.writeData(*r.buf, off, fua)
 			if err == nil {
 				c.s.stats.bytesWritten.Add(n)

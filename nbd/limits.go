@@ -147,18 +147,23 @@ func (c *conn) endRequest() {
 // nil, under the IOTimeout deadline unless the bytes are already buffered.
 func (c *conn) readPayload(p []byte, n uint32) error {
 	if c.br.Buffered() < int(n) {
-		c.rdMu.Lock()
-		if !c.stopped {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IOTimeout))
-			c.payloadDeadline = true
-		}
-		c.rdMu.Unlock()
+		c.armPayload()
 	}
 	if p == nil {
 		return c.discard(n)
 	}
 	_, err := io.ReadFull(c.br, p)
 	return err
+}
+
+// armPayload sets the IOTimeout deadline for a payload not yet buffered.
+func (c *conn) armPayload() {
+	c.rdMu.Lock()
+	if !c.stopped {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.IOTimeout))
+		c.payloadDeadline = true
+	}
+	c.rdMu.Unlock()
 }
 
 // armWrite makes sure the write deadline leaves at least 7/8 of IOTimeout

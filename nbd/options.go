@@ -84,6 +84,10 @@ type Options struct {
 	// NoSplice turns off READ replies spliced from the device's files
 	// (Splicer): every READ is then copied through ReadAt.
 	NoSplice bool
+	// NoStreamWrites makes the reader receive a large WRITE it runs
+	// itself (InlineWriter) whole before writing it, instead of writing
+	// it piece by piece as it arrives (see payload.go).
+	NoStreamWrites bool
 	// Hold, when set, is called as each connection enters transmission,
 	// and the function it returns when the connection ends. raidd serve
 	// passes internal/awake's Hold, which keeps the Go runtime's system

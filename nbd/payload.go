@@ -1,0 +1,149 @@
+package nbd
+
+import (
+	"io"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Large WRITE payloads written while they arrive.
+//
+// A WRITE the reader runs itself (InlineWriter: a device whose writes are
+// copies into memory) used to be received whole and only then written.
+// The client, meanwhile, waits: its socket holds a fraction of a 1 MiB
+// payload at a time (a unix socket's sender blocks at its send buffer, 208
+// KiB by default), so once the reader stops reading to copy the payload
+// into the device, the client stops sending. Receive and copy ran one after
+// the other, and one connection's sequential 1 MiB writes onto a RAID0 of
+// tmpfs files reached 0.7 of nbdkit's, whose second thread copies one
+// request while the first receives the next (bench/nbd.sh on a quiet
+// machine: the reader spent 230 µs per MiB receiving and 157 µs writing).
+// Handing the write to a worker instead cost the same throughput and 25%
+// more CPU per byte.
+//
+// So the reader writes a large inline WRITE's payload piece by piece: it
+// reads the socket without blocking (from its descriptor), and whenever
+// the socket is empty and at least streamPiece bytes have arrived that are
+// not yet written, it writes them to the device (whole pieces, at their
+// offsets) before it waits for more. The copy then fills the time the
+// reader would have waited for the client anyway: 2.6 -> 3.4 GB/s, at less
+// CPU per byte (0.30 -> 0.28 s/GiB), since the pieces are copied out of the
+// cache they were just received into. Only when no piece is due does it
+// wait in the runtime's poller, under the connection's read deadline as any
+// read (IOTimeout, the halt of a connection).
+//
+// Semantics. A WRITE is acknowledged, as before, only once every piece is
+// written. The pieces are ordinary device writes: a READ that overlaps
+// the WRITE while it is in flight may see some of them, as the protocol
+// allows for overlapping requests. A device error stops the writing, the
+// rest of the payload is still read (the stream stays in sync), and the
+// WRITE gets the error reply. If the connection ends in the middle of a
+// payload, the pieces already written stay written: the WRITE was never
+// acknowledged, and an unacknowledged WRITE's range may hold old or new
+// data, as after a crash. Only plain unix and TCP connections stream (TLS
+// decrypts in user space), and only payloads of at least streamMin bytes
+// that are not already buffered whole.
+
+const (
+	// streamMin is the smallest WRITE payload written while it arrives.
+	streamMin = 256 << 10
+	// streamPiece is the unit of the pieces written: 4 KiB to 64 KiB
+	// measured the same, 256 KiB about 10% slower (fewer chances to
+	// write while waiting).
+	streamPiece = 64 << 10
+)
+
+// streamer reads the payload of a streamed WRITE and writes it to the
+// device. Owned by the connection's reader goroutine; its callback is
+// bound once, so that a WRITE allocates nothing.
+type streamer struct {
+	c      *conn
+	rc     syscall.RawConn
+	fn     func(fd uintptr) bool
+	p      []byte // the payload buffer
+	off    int64  // its offset on the device
+	got    int    // bytes of p received
+	done   int    // bytes of p written to the device (or skipped after an error)
+	err    error  // what ended the receive (nil: p is full)
+	devErr error  // the first device error
+}
+
+// newStreamer returns a streamer for c's socket, or nil when it is not a
+// plain unix or TCP socket.
+func newStreamer(c *conn) *streamer {
+	switch c.nc.(type) {
+	case *net.UnixConn, *net.TCPConn:
+	default:
+		return nil
+	}
+	rc, err := c.nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &streamer{c: c, rc: rc}
+	s.fn = s.read
+	return s
+}
+
+// streams reports whether WRITE h, which the reader runs itself, is read
+// by the streamer.
+func (c *conn) streams(h *requestHeader) bool {
+	return c.stream != nil && h.length >= streamMin && c.br.Buffered() < int(h.length)
+}
+
+// readStreamed reads r's payload into its buffer and writes it to the
+// device as it arrives. It returns the error that ended the receive (the
+// connection is then done); a device error is returned as devErr, to be
+// the WRITE's reply.
+func (s *streamer) readStreamed(r *request) (devErr, err error) {
+	p := *r.buf
+	s.p, s.off, s.done, s.err, s.devErr = p, int64(r.h.offset), 0, nil, nil
+	s.got, _ = s.c.br.Read(p[:s.c.br.Buffered()]) // what the buffered reader holds first
+	if rerr := s.rc.Read(s.fn); rerr != nil {
+		err = rerr
+	} else {
+		err = s.err
+	}
+	if err == nil {
+		s.write(len(p))
+	}
+	devErr = s.devErr
+	s.p, s.err, s.devErr = nil, nil, nil
+	return devErr, err
+}
+
+// read is the RawConn.Read callback: it returns false to wait in the
+// runtime's poller for more of the payload.
+func (s *streamer) read(fd uintptr) bool {
+	for s.got < len(s.p) {
+		n, err := unix.Read(int(fd), s.p[s.got:])
+		switch {
+		case n > 0:
+			s.got += n
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			if s.got-s.done < streamPiece {
+				return false
+			}
+			s.write(s.done + (s.got-s.done)/streamPiece*streamPiece)
+		case err == nil: // the peer closed the connection
+			s.err = io.ErrUnexpectedEOF
+			return true
+		default:
+			s.err = err
+			return true
+		}
+	}
+	return true
+}
+
+// write writes the received bytes [done, upto) to the device, unless an
+// earlier piece failed.
+func (s *streamer) write(upto int) {
+	if s.devErr == nil && upto > s.done {
+		s.devErr = s.c.writeData(s.p[s.done:upto], s.off+int64(s.done), false)
+	}
+	s.done = upto
+}

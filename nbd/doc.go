@@ -26,8 +26,14 @@
 //     reads the next request: no hand-off to a worker (a goroutine wake-up,
 //     often a thread switch), at the price of that connection's writes
 //     running one at a time. A Device may answer per write instead
-//     (InlineWriterAt, asked with the WRITE's offset and length: raidd's
-//     RAID5 over tmpfs says yes to writes that hold a whole stripe).
+//     (InlineWriterAt, asked with the WRITE's offset and length). Such a
+//     WRITE of 256 KiB or more, on a plain unix or TCP connection, is
+//     written to the Device piece by piece while its payload arrives
+//     (payload.go): whenever the socket is empty and a whole 64 KiB piece
+//     has arrived unwritten, the reader writes it before it waits for
+//     more, so the copy into the Device fills the time it would have
+//     waited for the client. The WRITE is still answered once, after its
+//     last piece (Options.NoStreamWrites turns this off).
 //     So is a READ the Device says is a copy out of memory (InlineReader:
 //     raidd reads of at most 64 KiB over memory members).
 //   - Workers execute requests concurrently against the Device and write

@@ -352,6 +352,7 @@ func (c *conn) execute(r *request) {
 			err = r.streamErr
 			if err == nil {
 				c.s.stats.bytesWritten.Add(n)
+				c.s.stats.bytesStreamed.Add(n)
 			}
 		} else if n > 0 {
 			err = c.writeData(*r.buf, off, fua)

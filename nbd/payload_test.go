@@ -95,6 +95,7 @@ func TestStreamedWrite(t *testing.T) {
 			}
 			assert.Equal(t, int64(off)+size, next, "the pieces tile the request")
 			assert.Equal(t, int64(size), ts.s.Stats().BytesWritten)
+			assert.Equal(t, int64(size), ts.s.Stats().BytesStreamed)
 
 			// The connection goes on: a small write and a read.
 			require.Zero(t, cl.writeAt(0, pattern(4096, 9), 0))
@@ -153,6 +154,7 @@ func TestStreamedWriteOff(t *testing.T) {
 			require.Zero(t, r.errno)
 			assert.Equal(t, [][2]int64{{0, int64(tc.size)}}, dev.writes())
 			assert.Equal(t, payload, dev.snapshot(0, int64(tc.size)))
+			assert.Zero(t, ts.s.Stats().BytesStreamed)
 		})
 	}
 }

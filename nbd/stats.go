@@ -34,7 +34,10 @@ type Stats struct {
 	// without a copy (Splicer).
 	BytesSpliced int64
 	BytesWritten int64 // payload bytes written by successful WRITEs
-	ErrorReplies int64 // replies carrying an error, any cause
+	// BytesStreamed is the part of BytesWritten written to the device
+	// while the payload arrived (payload.go).
+	BytesStreamed int64
+	ErrorReplies  int64 // replies carrying an error, any cause
 }
 
 type counters struct {
@@ -43,7 +46,7 @@ type counters struct {
 	tlsHandshakes, tlsFailures                         atomic.Int64
 	cmds                                               [numCmdCounters]atomic.Int64
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
-	bytesSpliced                                       atomic.Int64
+	bytesSpliced, bytesStreamed                        atomic.Int64
 }
 
 const numCmdCounters = 9 // cmdRead..cmdBlockStatus (0..7) and "other" (8)
@@ -80,6 +83,7 @@ func (s *Server) Stats() Stats {
 		OtherCommands:      c.cmds[numCmdCounters-1].Load(),
 		BytesRead:          c.bytesRead.Load(),
 		BytesSpliced:       c.bytesSpliced.Load(),
+		BytesStreamed:      c.bytesStreamed.Load(),
 		BytesWritten:       c.bytesWritten.Load(),
 		ErrorReplies:       c.errorReplies.Load(),
 	}

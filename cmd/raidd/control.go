@@ -78,7 +78,10 @@ type nbdStats struct {
 	// a copy (nbd.Splicer).
 	BytesSpliced int64 `json:"bytes_spliced"`
 	BytesWritten int64 `json:"bytes_written"`
-	ErrorReplies int64 `json:"error_replies"`
+	// BytesStreamed: the part of BytesWritten written to the array while
+	// the payload arrived (nbd's streamed WRITEs).
+	BytesStreamed int64 `json:"bytes_streamed"`
+	ErrorReplies  int64 `json:"error_replies"`
 	// Resource bounds (nbd.Options.MaxConnections and the timeouts).
 	RefusedConnections int64 `json:"refused_connections"`
 	IdleTimeouts       int64 `json:"idle_timeouts"`
@@ -97,7 +100,7 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		Caches: s.Caches, WriteZeroes: s.WriteZeroes, Disconnects: s.Disconnects,
 		BlockStatuses: s.BlockStatuses, OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
 		BytesSpliced: s.BytesSpliced,
-		BytesWritten: s.BytesWritten, ErrorReplies: s.ErrorReplies,
+		BytesWritten: s.BytesWritten, BytesStreamed: s.BytesStreamed, ErrorReplies: s.ErrorReplies,
 		RefusedConnections: s.RefusedConnections, IdleTimeouts: s.IdleTimeouts,
 		IOTimeouts: s.IOTimeouts, InFlightBytes: s.InFlightBytes,
 		TLSHandshakes: s.TLSHandshakes, TLSFailures: s.TLSFailures,

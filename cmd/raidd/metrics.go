@@ -230,6 +230,7 @@ var (
 	descNBDReadBytes    = newDesc("raidd_nbd_read_bytes_total", "Payload bytes sent in successful NBD READ replies.", prometheus.CounterValue)
 	descNBDSplicedBytes = newDesc("raidd_nbd_read_spliced_bytes_total", "Payload bytes of NBD READ replies sent from member files without a copy (splice).", prometheus.CounterValue)
 	descNBDWriteBytes   = newDesc("raidd_nbd_written_bytes_total", "Payload bytes written by successful NBD WRITEs.", prometheus.CounterValue)
+	descNBDStreamed     = newDesc("raidd_nbd_written_streamed_bytes_total", "Payload bytes of NBD WRITEs written to the array while they arrived.", prometheus.CounterValue)
 	descNBDErrors       = newDesc("raidd_nbd_error_replies_total", "NBD replies carrying an error.", prometheus.CounterValue)
 )
 
@@ -320,6 +321,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(descNBDReadBytes, float64(n.BytesRead))
 	emit(descNBDSplicedBytes, float64(n.BytesSpliced))
 	emit(descNBDWriteBytes, float64(n.BytesWritten))
+	emit(descNBDStreamed, float64(n.BytesStreamed))
 	emit(descNBDErrors, float64(n.ErrorReplies))
 }
 

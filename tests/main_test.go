@@ -418,19 +418,32 @@ func (s *server) status(t testing.TB, name string) arrayStatus {
 	return arrayStatus{}
 }
 
-// nbdBytes returns the server's NBD READ payload bytes so far, and the part
-// of them spliced from member files (`raidd status --json`, "nbd").
-func (s *server) nbdBytes(t testing.TB) (read, spliced int64) {
+// nbdCounters are the server's NBD payload counters (`raidd status
+// --json`, "nbd").
+type nbdCounters struct {
+	Read     int64 `json:"bytes_read"`
+	Spliced  int64 `json:"bytes_spliced"` // of Read, sent from member files
+	Written  int64 `json:"bytes_written"`
+	Streamed int64 `json:"bytes_streamed"` // of Written, written while they arrived
+}
+
+// nbdCounters returns the server's NBD payload counters so far.
+func (s *server) nbdCounters(t testing.TB) nbdCounters {
 	t.Helper()
 	out := statusRaidd(t, "--json", "--control", s.ctrl)
 	var st struct {
-		NBD struct {
-			Read    int64 `json:"bytes_read"`
-			Spliced int64 `json:"bytes_spliced"`
-		} `json:"nbd"`
+		NBD nbdCounters `json:"nbd"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st), "raidd status --json output:\n%s", out)
-	return st.NBD.Read, st.NBD.Spliced
+	return st.NBD
+}
+
+// nbdBytes returns the server's NBD READ payload bytes so far, and the part
+// of them spliced from member files.
+func (s *server) nbdBytes(t testing.TB) (read, spliced int64) {
+	t.Helper()
+	c := s.nbdCounters(t)
+	return c.Read, c.Spliced
 }
 
 // writeRandomFile writes size bytes from a generator seeded with seed to a

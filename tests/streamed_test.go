@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -32,7 +31,8 @@ func TestStreamedWrites(t *testing.T) {
 			mustRun(t, "nbdcopy", "--flush", "--request-size=1048576", src, uri)
 			got, _ := readExport(t, uri, copyDataLen)
 			assertSameBytes(t, want, got, "nbdcopy round trip")
-			written, streamed := srv.nbdWritten(t)
+			c := srv.nbdCounters(t)
+			written, streamed := c.Written, c.Streamed
 			assert.GreaterOrEqual(t, written, int64(copyDataLen))
 			assert.Positive(t, streamed, "bytes written while they arrived, of %d", written)
 			assert.LessOrEqual(t, streamed, written)
@@ -49,19 +49,4 @@ func TestStreamedWrites(t *testing.T) {
 			})
 		})
 	}
-}
-
-// nbdWritten returns the server's NBD WRITE payload bytes so far, and the
-// part of them written while they arrived (`raidd status --json`, "nbd").
-func (s *server) nbdWritten(t testing.TB) (written, streamed int64) {
-	t.Helper()
-	out := statusRaidd(t, "--json", "--control", s.ctrl)
-	var st struct {
-		NBD struct {
-			Written  int64 `json:"bytes_written"`
-			Streamed int64 `json:"bytes_streamed"`
-		} `json:"nbd"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &st), "raidd status --json output:\n%s", out)
-	return st.NBD.Written, st.NBD.Streamed
 }

@@ -180,3 +180,22 @@ func TestStreamedWriteDisconnect(t *testing.T) {
 	require.Zero(t, cl2.writeAt(0, pattern(4096, 1), 0))
 	assert.Equal(t, pattern(4096, 1), cl2.read(0, 4096))
 }
+
+// TestStreamedWriteIOTimeout: a streamed payload that stops arriving is
+// bounded by IOTimeout as any payload: the connection is closed and
+// counted, and the server serves the next client.
+func TestStreamedWriteIOTimeout(t *testing.T) {
+	dev := &pieceDev{memDev: newMemDev(4 << 20), inline: true}
+	opts := oneExport(dev)
+	opts.IOTimeout = 200 * time.Millisecond
+	ts := startServer(t, opts, true)
+	slow := connect(t, ts, "disk", true)
+	slow.sendWithHandle(1, cmdWrite, 0, 0, 1<<20, pattern(100<<10, 6)) // header and 100 KiB of payload
+	slow.expectClosedNow()
+	assert.Equal(t, int64(1), ts.s.Stats().IOTimeouts)
+	assert.Zero(t, ts.s.Stats().BytesWritten, "the WRITE was not acknowledged")
+
+	cl := connect(t, ts, "disk", true)
+	require.Zero(t, cl.writeAt(2<<20, pattern(4096, 8), 0))
+	assert.Equal(t, pattern(4096, 8), cl.read(2<<20, 4096))
+}

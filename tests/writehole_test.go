@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -29,16 +30,20 @@ func TestWriteHoleAfterCrash(t *testing.T) {
 	arr := createArray(t, "5", 4, testChunk)
 	srv := serve(t, arr.members...)
 	uri := srv.uri(arr.name)
-	// 64 KiB chunks on 4 members: a row holds 192 KiB of data.
-	const region, hot, stride = 48 << 20, 32 << 20, 192 << 10
+	// 64 KiB chunks on 4 members: a row holds 192 KiB of data. The hot
+	// region starts at the first row boundary at or after 32 MiB (32 MiB
+	// itself is 128 KiB into a row: fio's writes there went to the third
+	// chunk of every row, which the check below took for untouched bytes).
+	const region, stride = 48 << 20, 192 << 10
+	const hot = (32<<20 + stride - 1) / stride * stride
 	src, want := writeRandomFile(t, t.TempDir(), region, 711)
 	mustRun(t, "nbdcopy", "--flush", src, uri)
 	st := srv.status(t, arr.name)
 	require.Equal(t, "ppl", st.ConsistencyPolicy, "RAID5's default consistency policy")
 
-	// 4 KiB at the start of every row of [32M, 48M), over and over.
+	// 4 KiB at the start of every row of [hot, 48M), over and over.
 	fio := exec.Command("fio", "--name=hole", "--ioengine=nbd", "--uri="+uri,
-		"--rw=write", "--bs=4k", "--iodepth=8", "--offset=32M", "--size=16M",
+		"--rw=write", "--bs=4k", "--iodepth=8", fmt.Sprintf("--offset=%d", hot), fmt.Sprintf("--size=%d", region-hot),
 		"--zonemode=strided", "--zonesize=4k", "--zoneskip=188k",
 		"--time_based", "--runtime=30")
 	require.NoError(t, fio.Start())

@@ -37,7 +37,7 @@ func TestWritePlans(t *testing.T) {
 		{"two-full-stripes", width, 2 * width, 0, 8, 0, 0},
 		{"4K-rmw", 4096, 4096, 2, 2, 8192, 1},
 		{"two-chunks-rcw", 0, 2 * chunk, 1, 3, chunk, 1},
-		{"one-chunk-tie-prefers-rcw", 0, chunk, 2, 2, 2 * chunk, 1},
+		{"one-chunk-tie-prefers-rmw", 0, chunk, 2, 2, 2 * chunk, 1},
 		{"two-chunk-pieces-rmw-fewer-bytes", chunk - 4096, 8192, 3, 3, 4096 + 4096 + chunk, 1},
 	}
 	for _, tt := range tests {
@@ -68,6 +68,14 @@ func TestWritePlans(t *testing.T) {
 				readBytes += s.BytesRead
 			}
 			assert.Equal(t, tt.reads, reads, "member reads")
+			if tt.name == "one-chunk-tie-prefers-rmw" {
+				// The read-modify-write reads the chunk it writes and the
+				// parity, not the row's two other chunks.
+				g := a.Geometry()
+				for _, m := range []int{g.DataMember(0, 0), g.ParityMember(0)} {
+					assert.Equal(t, int64(1), fs[m].Stats().Reads, "member %d read once", m)
+				}
+			}
 			assert.Equal(t, tt.readBytes, readBytes, "member bytes read")
 			// A partial row also writes its write-hole journal record to
 			// each parity member's log (one write each).

@@ -248,7 +248,13 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 		return l.rmw(op, w, rl, pm)
 	}
 	// Healthy row, or parity being rebuilt (writable, unreadable). Fewest
-	// member reads wins; on a tie, fewest bytes read. A record whose W
+	// member reads wins; on a tie, fewest bytes read; on a tie of both,
+	// the read-modify-write. It writes the very bytes it read (the old
+	// data and parity), where a reconstruct-write reads the row's other
+	// chunks and writes elsewhere: the same member operations, but on
+	// members held in memory half the cache misses. Random 4 KiB writes
+	// on RAID5×4 over tmpfs (bench/nbd-ab.sh, 3 rounds) went from 341-356
+	// to 392-417 MB/s, at 2.85-3.03 against 3.52-3.64 CPU s/GiB. A record whose W
 	// holds bytes of earlier writes needs their current value: a
 	// reconstruct-write reads it, unless the record starts from the
 	// previous one's (rl.Cached), which a read-modify-write can.
@@ -265,7 +271,7 @@ func (l *Layout) planRow(op *raid.Op, w *rowWrite) error {
 			rcwBytes += width
 		}
 	}
-	if x == pm || (rl.Extra && !rl.Cached) || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes <= rmwBytes) {
+	if x == pm || (rl.Extra && !rl.Cached) || rcwReads < rmwReads || (rcwReads == rmwReads && rcwBytes < rmwBytes) {
 		return l.rcw(op, w, rl, pm, -1, false)
 	}
 	return l.rmw(op, w, rl, pm)

@@ -222,6 +222,7 @@ func (c *conn) readLoop() {
 		}
 		r := requestPool.Get().(*request)
 		r.h, r.streamed, r.streamErr = h, false, nil
+		inline := c.inlineWrite(&h) || c.inlineRead(&h) // the reader runs it itself
 		if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > 0 {
 			if !c.acquire(r) {
 				// Halted while waiting: shutdown or a failed reply write.
@@ -234,7 +235,7 @@ func (c *conn) readLoop() {
 			r.buf = s.bufs.get(int(h.length))
 			if h.typ == cmdWrite {
 				var err error
-				if c.streams(&h) && c.inlineWrite(&h) {
+				if inline && c.streams(&h) {
 					c.armPayload()
 					r.streamErr, err = c.stream.readStreamed(r)
 					r.streamed = err == nil
@@ -249,7 +250,7 @@ func (c *conn) readLoop() {
 			}
 		}
 		c.beginRequest()
-		if c.inlineWrite(&h) || c.inlineRead(&h) {
+		if inline {
 			c.execute(r)
 			c.finish(r)
 			c.endRequest()

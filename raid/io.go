@@ -374,7 +374,7 @@ func (a *Array) BlockSizes() (minimum, preferred, maximum uint32) {
 // parity member): on that session's machine, at load 2-3, RAID5 sequential
 // 1 MiB writes rose from 3.0-3.2 to 3.4-3.7 GB/s. On a quiet machine of a
 // later session (bench/nbd-ab.sh, three rounds each, and bench/nbd.sh) the
-// reverse held, clearly: 2.22-2.26 GB/s on the reader against 2.82-2.91 on
+// reverse held, clearly: 2.20-2.26 GB/s on the reader against 2.72-3.01 on
 // the workers, at the same CPU per GiB (0.39-0.40 against 0.38-0.39),
 // 0.62 against 0.81 of nbdkit. The reader then receives a payload and
 // computes and copies its stripes one after the other, while the client

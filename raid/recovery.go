@@ -554,6 +554,11 @@ func (a *Array) jobRow(op *Op, j *recovery, row int64) error {
 	return nil
 }
 
+// catchUp is how far the rate limiter's clock may lag the wall clock:
+// two windows' time at the limit (windowFor sizes a limited window to a
+// sixteenth of a second's worth).
+const catchUp = time.Second / 8
+
 // throttle keeps a job between the minimum and maximum rates: at the
 // minimum while clients have done I/O in the last quarter second,
 // otherwise up to the maximum. It is a virtual clock: charge advances it by
@@ -572,11 +577,6 @@ func (a *Array) jobRow(op *Op, j *recovery, row int64) error {
 // so a job that the disks cannot serve at its rate does not bank credit
 // for a burst later, and over any span the job moves at most its rate's
 // worth plus catchUp's.
-// catchUp is how far the rate limiter's clock may lag the wall clock:
-// two windows' time at the limit (windowFor sizes a limited window to a
-// sixteenth of a second's worth).
-const catchUp = time.Second / 8
-
 func (a *Array) throttle(ctx context.Context, j *recovery) {
 	j.tmu.Lock()
 	if j.next.IsZero() {

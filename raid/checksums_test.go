@@ -475,6 +475,13 @@ func (c *opCounter) WritevAt(bufs [][]byte, off int64) (int, error) {
 	return c.Memory.WritevAt(bufs, off)
 }
 
+// FillAt counts an in-place write (raid.Op.WriteFill) as the write it
+// replaces.
+func (c *opCounter) FillAt(off, n int64, f member.Filler, src [][]byte) bool {
+	c.writes.Add(1)
+	return c.Memory.FillAt(off, n, f, src)
+}
+
 func (c *opCounter) Sync() error {
 	c.syncs.Add(1)
 	return c.Memory.Sync()

@@ -8,6 +8,17 @@ type Filler interface {
 	Fill(op *Op, dst []byte, src [][]byte)
 }
 
+// StreamFiller is a Filler that can also compute its bytes with
+// non-temporal stores (FillStream), which write memory without reading
+// its lines into the cache first and leave none there: WriteFill uses it
+// for bytes that go straight into a member's memory, where nothing reads
+// them soon (internal/ntcopy). A Filler whose destination lines are in the
+// cache already (parity over bytes just read) should not be one.
+type StreamFiller interface {
+	Filler
+	FillStream(op *Op, dst []byte, src [][]byte)
+}
+
 // memberFiller is a member that lets a write's bytes be computed straight
 // into its memory (internal/member: File.FillAt on a mapped file held in
 // memory, Memory.FillAt). FillAt reports false when it could not, having
@@ -30,7 +41,11 @@ type opFill struct {
 }
 
 func (x *opFill) Fill(dst []byte, src [][]byte) {
-	x.f.Fill(x.op, dst, src)
+	if sf, ok := x.f.(StreamFiller); ok {
+		sf.FillStream(x.op, dst, src)
+	} else {
+		x.f.Fill(x.op, dst, src)
+	}
 	x.zero = x.op.elides(len(dst)) && hasZeroBlock(dst, x.abs)
 }
 
@@ -48,27 +63,62 @@ func (x *opFill) Fill(dst []byte, src [][]byte) {
 // Either way the member reads back exactly those bytes afterwards, and
 // the write is counted and marks m touched as Write's.
 func (op *Op) WriteFill(m int, off, n int64, f Filler, src [][]byte) {
-	if n > 0 && op.win == nil && op.v.repl[m] == nil && op.failed&(1<<uint(m)) == 0 && !op.Zero {
-		if d, ok := op.v.devs[m].(memberFiller); ok {
-			x := &op.fill
-			x.op, x.f, x.abs, x.zero = op, f, op.v.dataOff+off, false
-			done := d.FillAt(x.abs, n, x, src)
-			x.op, x.f = nil, nil
-			if done && !x.zero {
-				op.touched |= 1 << uint(m)
-				op.a.member.written[op.cause].Add(n)
-				if op.cause == causeRebuild || op.cause == causeResync || op.cause == causeScrub {
-					op.moved[m] += n
-				}
-				return
-			}
-			// Not done, or done with zero blocks Write would have
-			// punched: write them the ordinary way (over what is there).
-		}
+	if op.fillNow(m, off, n, f, src) {
+		return
 	}
 	b := op.Buf(n)
 	f.Fill(op, b, src)
 	op.Write(m, b, off)
+}
+
+// WriteHot writes p to member m at data-region offset off, where the op
+// has just read the bytes it overwrites (a read-modify-write's data and
+// parity), so that their lines are in the cache: into a member held in
+// memory it is a plain copy, now, as WriteFill's (and ordered as that
+// is: after the row's record). A Write into such a member copies with
+// non-temporal stores where it is large enough (internal/ntcopy), which
+// suits lines out of the cache but would evict these. Elsewhere it is
+// Write.
+func (op *Op) WriteHot(m int, p []byte, off int64) {
+	src := op.hot[:]
+	src[0] = p
+	done := op.fillNow(m, off, int64(len(p)), copyFill{}, src)
+	src[0] = nil
+	if !done {
+		op.Write(m, p, off)
+	}
+}
+
+// copyFill is WriteHot's Filler: dst is a copy of src[0].
+type copyFill struct{}
+
+func (copyFill) Fill(_ *Op, dst []byte, src [][]byte) { copy(dst, src[0]) }
+
+// fillNow has f compute the n bytes at off straight into member m (see
+// WriteFill) and reports whether it did; false: nothing was written.
+func (op *Op) fillNow(m int, off, n int64, f Filler, src [][]byte) bool {
+	if n <= 0 || op.win != nil || op.v.repl[m] != nil || op.failed&(1<<uint(m)) != 0 || op.Zero {
+		return false
+	}
+	d, ok := op.v.devs[m].(memberFiller)
+	if !ok {
+		return false
+	}
+	x := &op.fill
+	x.op, x.f, x.abs, x.zero = op, f, op.v.dataOff+off, false
+	done := d.FillAt(x.abs, n, x, src)
+	x.op, x.f = nil, nil
+	if !done || x.zero {
+		// Not done, or done with zero blocks Write would have punched:
+		// the caller writes them the ordinary way (over what is there).
+		return false
+	}
+	op.touched |= 1 << uint(m)
+	op.a.member.written[op.cause].Add(n)
+	if op.cause == causeRebuild || op.cause == causeResync || op.cause == causeScrub {
+		op.moved[m] += n
+	}
+	return true
 }
 
 // elides reports whether Write would look for all-zero blocks to discard

@@ -236,6 +236,7 @@ type Op struct {
 
 	// fill hands a Layout's Filler to a member (WriteFill, fill.go).
 	fill opFill
+	hot  [1][]byte // WriteHot's source
 
 	// win, for one row of a background job's window (window.go), serves
 	// reads from what the window read and gathers writes to its targets.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/raidd/raidd/internal/crc32c"
+	"github.com/raidd/raidd/internal/ntcopy"
 )
 
 // Reads and writes of a file held in memory (tmpfs, ramfs) as memory copies.
@@ -230,7 +231,7 @@ func (m *File) copyMapped(bufs [][]byte, off int64, write bool, sums []uint32) (
 		case sums != nil:
 			crc32c.CopySums(b, mem[pos:pos+int64(len(b))], sums)
 		case write:
-			copy(mem[pos:], b)
+			ntcopy.Copy(mem[pos:], b)
 		default:
 			copy(b, mem[pos:pos+int64(len(b))])
 		}

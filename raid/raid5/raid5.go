@@ -65,10 +65,22 @@ func (l *Layout) encode(op *raid.Op, shards [][]byte) {
 }
 
 // Fill sets dst to the parity (the XOR) of the data in src, as encode
-// does: it is the raid.Filler that computes a row's parity straight into
-// the parity member (raid.Op.WriteFill).
-func (l *Layout) Fill(op *raid.Op, dst []byte, src [][]byte) {
-	k := parity.XOR(dst, src)
+// does.
+func (l *Layout) Fill(op *raid.Op, dst []byte, src [][]byte) { l.fill(op, dst, src, false) }
+
+// FillStream is Fill with non-temporal stores (parity.XORStream): the
+// raid.StreamFiller that computes a row's parity straight into the parity
+// member (raid.Op.WriteFill) where the row's old parity was not read, so
+// that its lines are out of the cache: a full stripe, a reconstruct-write.
+func (l *Layout) FillStream(op *raid.Op, dst []byte, src [][]byte) { l.fill(op, dst, src, true) }
+
+func (l *Layout) fill(op *raid.Op, dst []byte, src [][]byte, stream bool) {
+	var k int
+	if stream {
+		k = parity.XORStream(dst, src)
+	} else {
+		k = parity.XOR(dst, src)
+	}
 	if k == len(dst) {
 		return
 	}
@@ -77,6 +89,13 @@ func (l *Layout) Fill(op *raid.Op, dst []byte, src [][]byte) {
 		l.xor(op, dst[k:], src[i][k:])
 	}
 }
+
+// cachedFill is the Layout's Filler without FillStream: for parity that
+// a read-modify-write computes over the old parity it has just read,
+// whose lines are in the cache (non-temporal stores would evict them).
+type cachedFill Layout
+
+func (c *cachedFill) Fill(op *raid.Op, dst []byte, src [][]byte) { (*Layout)(c).Fill(op, dst, src) }
 
 // unreadableInRow returns how many members are unreadable and one of them.
 func (l *Layout) unreadable(op *raid.Op) (count, which int) {
@@ -355,14 +374,27 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm, x int, recon
 }
 
 // rmw is read-modify-write: P ^= old ^ new for each written range.
+//
+// When every written chunk covers the same range [Lo, Hi) (a write within
+// one chunk: every random write smaller than a chunk), the new parity is
+// one multi-source XOR pass, P' = P ^ old ^ new (parity.XOR), computed
+// straight into a parity member held in memory (raid.Op.WriteFill) once
+// the row's record, if it needs one, is written: with a record, its
+// partial parity P ^ old is computed first, in one pass, and
+// P' = that ^ new. Otherwise (written ranges that differ) the parity is
+// computed in the read buffer, one XOR pass per source, and written.
+// Either way the writes go out after the record, with raid.Op.WriteHot:
+// they overwrite the bytes just read, whose lines are in the cache.
 func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 	width := w.Hi - w.Lo
 	old := op.Shards // by data index
+	same := true
 	for i := 0; i < l.dk; i++ {
 		old[i] = nil
 		if w.Touched(i) {
 			old[i] = op.Buf(w.B[i] - w.A[i])
 			op.Read(l.g.DataMember(w.Row, i), old[i], w.Base+w.A[i])
+			same = same && w.A[i] == w.Lo && w.B[i] == w.Hi
 		}
 	}
 	pbuf := op.Buf(width)
@@ -377,6 +409,9 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 			subtle.XORBytes(rl.P[s.A-w.Lo:s.B-w.Lo], rl.P[s.A-w.Lo:s.B-w.Lo], d)
 		}
 	}
+	if same {
+		return l.rmwSame(op, w, rl, pm, pbuf)
+	}
 	for i := 0; i < l.dk; i++ {
 		if w.Touched(i) {
 			d := old[i]
@@ -385,12 +420,57 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 			l.xor(op, pbuf[w.A[i]-w.Lo:w.B[i]-w.Lo], d)
 		}
 	}
-	l.queueData(op, w)
-	if op.Writable(pm) {
-		op.Write(pm, pbuf, w.Base+w.Lo)
-	}
 	if err := l.logRow(op, w, rl, pbuf, nil); err != nil {
 		return err
+	}
+	l.writeHot(op, w)
+	if op.Writable(pm) {
+		op.WriteHot(pm, pbuf, w.Base+w.Lo)
+	}
+	op.Run()
+	return nil
+}
+
+// writeHot writes the new data chunks of a read-modify-write, whose old
+// bytes it has just read (raid.Op.WriteHot), once the row's record is
+// written.
+func (l *Layout) writeHot(op *raid.Op, w *rowWrite) {
+	for i := 0; i < l.dk; i++ {
+		if m := l.g.DataMember(w.Row, i); w.Touched(i) && op.Writable(m) {
+			op.WriteHot(m, w.Data[i], w.Base+w.A[i])
+		}
+	}
+}
+
+// rmwSame ends rmw's write of a row whose written chunks all cover
+// [Lo, Hi): pbuf holds the old parity and op.Shards the old data of the
+// written chunks (by data index).
+func (l *Layout) rmwSame(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int, pbuf []byte) error {
+	src := append(op.List[:0], pbuf) // the sources of P'
+	for i := 0; i < l.dk; i++ {
+		if w.Touched(i) {
+			src = append(src, op.Shards[i])
+		}
+	}
+	if rl.Need && !rl.Cached && !rl.Zero {
+		// The record's partial parity: P ^ old (the parity of the
+		// row's unwritten bytes), and P' = that ^ new. (A Zero record
+		// has none: earlier writes of the epoch cover the rest.)
+		l.Fill(op, rl.P, src)
+		src = append(src[:0], rl.P)
+	}
+	for i := 0; i < l.dk; i++ {
+		if w.Touched(i) {
+			src = append(src, w.Data[i])
+		}
+	}
+	op.List = src
+	if rl.Need && op.LogRow(rl) != nil {
+		return errRetry
+	}
+	l.writeHot(op, w)
+	if op.Writable(pm) {
+		op.WriteFill(pm, w.Base+w.Lo, w.Hi-w.Lo, (*cachedFill)(l), src)
 	}
 	op.Run()
 	return nil

@@ -1,9 +1,11 @@
 package raid5_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"testing"
+	"unsafe"
 
 	"github.com/klauspost/reedsolomon"
 	"github.com/stretchr/testify/require"
@@ -60,6 +62,23 @@ func TestXORKernel(t *testing.T) {
 				require.Equal(t, size&^(xorBlock-1), n)
 				xorTail(got, src, n)
 				require.Equal(t, want, got, "dst apart")
+
+				// XORStream, into a 32-byte aligned dst (non-temporal
+				// stores) and an unaligned one (the plain kernel).
+				for _, skew := range []int{0, 32, 5} {
+					buf := bytes.Repeat([]byte{0xa5}, size+64)
+					at := skew + int(-uintptr(unsafe.Pointer(&buf[0]))&31)
+					dst := buf[at : at+size]
+					if size > 0 && skew%32 == 0 {
+						require.Zero(t, uintptr(unsafe.Pointer(&dst[0]))&31)
+					}
+					n := parity.XORStream(dst, src)
+					require.Equal(t, size&^(xorBlock-1), n)
+					xorTail(dst, src, n)
+					require.Equal(t, want, dst, "XORStream, dst at +%d", skew)
+					outside := append(append([]byte(nil), buf[:at]...), buf[at+size:]...)
+					require.Equal(t, bytes.Repeat([]byte{0xa5}, len(outside)), outside, "XORStream wrote outside dst")
+				}
 
 				// In place: dst is src[0].
 				first := append([]byte(nil), src[0]...)

@@ -470,10 +470,21 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog) error {
 			old[i] = nil
 		}
 	}
-	l.queueData(op, w)
-	l.queueParity(op, w, pbuf, qbuf)
+	// Every write overwrites bytes just read (raid.Op.WriteHot), after
+	// the row's record.
 	if err := l.logRow(op, w, rl, pbuf, qbuf, nil); err != nil {
 		return err
+	}
+	for i := 0; i < l.dk; i++ {
+		if m := l.g.DataMember(w.Row, i); w.Touched(i) && op.Writable(m) {
+			op.WriteHot(m, w.Data[i], w.Base+w.A[i])
+		}
+	}
+	if pm := l.g.ParityMember(w.Row); op.Writable(pm) {
+		op.WriteHot(pm, pbuf, w.Base+w.Lo)
+	}
+	if qm := l.g.QMember(w.Row); op.Writable(qm) {
+		op.WriteHot(qm, qbuf, w.Base+w.Lo)
 	}
 	op.Run()
 	return nil

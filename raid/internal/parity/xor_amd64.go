@@ -14,3 +14,11 @@ var haveXORKernel = cpu.X86.HasAVX2
 func xorAVX2(dst *byte, src [][]byte, n int)
 
 func xorKernel(dst *byte, src [][]byte, n int) { xorAVX2(dst, src, n) }
+
+// xorAVX2NT is xorAVX2 with non-temporal stores, fenced; dst must be
+// 32-byte aligned.
+//
+//go:noescape
+func xorAVX2NT(dst *byte, src [][]byte, n int)
+
+func xorKernelNT(dst *byte, src [][]byte, n int) { xorAVX2NT(dst, src, n) }

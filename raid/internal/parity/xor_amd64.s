@@ -52,3 +52,53 @@ store:
 done:
 	VZEROUPPER
 	RET
+
+// func xorAVX2NT(dst *byte, src [][]byte, n int)
+//
+// xorAVX2 with non-temporal stores (VMOVNTDQ; dst 32-byte aligned),
+// fenced with SFENCE before it returns: for parity that goes straight into
+// a member's memory out of the cache and is not read again soon.
+TEXT ·xorAVX2NT(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src_base+8(FP), SI
+	MOVQ src_len+16(FP), CX
+	MOVQ n+32(FP), BX
+
+	// R10 = &src[len(src)] (slice headers are 24 bytes)
+	IMUL3Q $24, CX, R10
+	ADDQ   SI, R10
+	XORQ   R9, R9 // byte offset
+
+ntloop:
+	CMPQ    R9, BX
+	JAE     ntdone
+	MOVQ    (SI), R8
+	VMOVDQU (R8)(R9*1), Y0
+	VMOVDQU 32(R8)(R9*1), Y1
+	VMOVDQU 64(R8)(R9*1), Y2
+	VMOVDQU 96(R8)(R9*1), Y3
+	LEAQ    24(SI), R11
+
+ntnext:
+	CMPQ  R11, R10
+	JAE   ntstore
+	MOVQ  (R11), R8
+	VPXOR (R8)(R9*1), Y0, Y0
+	VPXOR 32(R8)(R9*1), Y1, Y1
+	VPXOR 64(R8)(R9*1), Y2, Y2
+	VPXOR 96(R8)(R9*1), Y3, Y3
+	ADDQ  $24, R11
+	JMP   ntnext
+
+ntstore:
+	VMOVNTDQ Y0, (DI)(R9*1)
+	VMOVNTDQ Y1, 32(DI)(R9*1)
+	VMOVNTDQ Y2, 64(DI)(R9*1)
+	VMOVNTDQ Y3, 96(DI)(R9*1)
+	ADDQ    $128, R9
+	JMP     ntloop
+
+ntdone:
+	SFENCE
+	VZEROUPPER
+	RET

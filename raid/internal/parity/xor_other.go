@@ -7,3 +7,5 @@ package parity
 var haveXORKernel = false
 
 func xorKernel(dst *byte, src [][]byte, n int) { panic("parity: no xor kernel") }
+
+func xorKernelNT(dst *byte, src [][]byte, n int) { panic("parity: no xor kernel") }

@@ -37,10 +37,6 @@ func xor(dst []byte, src [][]byte, stream bool) int {
 			panic("parity: xor: source shorter than destination")
 		}
 	}
-	if stream && uintptr(unsafe.Pointer(&dst[0]))&31 == 0 {
-		xorKernelNT(&dst[0], src, n)
-	} else {
-		xorKernel(&dst[0], src, n)
-	}
+	xorKernel(&dst[0], src, n, stream && uintptr(unsafe.Pointer(&dst[0]))&31 == 0)
 	return n
 }

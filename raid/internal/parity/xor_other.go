@@ -6,6 +6,4 @@ package parity
 // computes nothing and RAID5 uses the library.
 var haveXORKernel = false
 
-func xorKernel(dst *byte, src [][]byte, n int) { panic("parity: no xor kernel") }
-
-func xorKernelNT(dst *byte, src [][]byte, n int) { panic("parity: no xor kernel") }
+func xorKernel(dst *byte, src [][]byte, n int, stream bool) { panic("parity: no xor kernel") }

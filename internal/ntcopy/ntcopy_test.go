@@ -45,7 +45,7 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-func BenchmarkCopy4K(b *testing.B) { benchCopy(b, 4096, false) }
+func BenchmarkCopy4K(b *testing.B)    { benchCopy(b, 4096, false) }
 func BenchmarkBuiltin4K(b *testing.B) { benchCopy(b, 4096, true) }
 
 // benchCopy copies size bytes to random places in 1 GiB (out of the

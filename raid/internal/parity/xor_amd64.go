@@ -16,4 +16,3 @@ var haveXORKernel = cpu.X86.HasAVX2
 func xorAVX2(dst *byte, src [][]byte, n int, stream bool)
 
 func xorKernel(dst *byte, src [][]byte, n int, stream bool) { xorAVX2(dst, src, n, stream) }
-

@@ -90,13 +90,6 @@ func (l *Layout) fill(op *raid.Op, dst []byte, src [][]byte, stream bool) {
 	}
 }
 
-// cachedFill is the Layout's Filler without FillStream: for parity that
-// a read-modify-write computes over the old parity it has just read,
-// whose lines are in the cache (non-temporal stores would evict them).
-type cachedFill Layout
-
-func (c *cachedFill) Fill(op *raid.Op, dst []byte, src [][]byte) { (*Layout)(c).Fill(op, dst, src) }
-
 // unreadableInRow returns how many members are unreadable and one of them.
 func (l *Layout) unreadable(op *raid.Op) (count, which int) {
 	which = -1
@@ -377,12 +370,10 @@ func (l *Layout) rcw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm, x int, recon
 //
 // When every written chunk covers the same range [Lo, Hi) (a write within
 // one chunk: every random write smaller than a chunk), the new parity is
-// one multi-source XOR pass, P' = P ^ old ^ new (parity.XOR), computed
-// straight into a parity member held in memory (raid.Op.WriteFill) once
-// the row's record, if it needs one, is written: with a record, its
-// partial parity P ^ old is computed first, in one pass, and
+// one multi-source XOR pass, P' = P ^ old ^ new (parity.XOR); with a
+// record, its partial parity P ^ old is computed first, in one pass, and
 // P' = that ^ new. Otherwise (written ranges that differ) the parity is
-// computed in the read buffer, one XOR pass per source, and written.
+// computed in the read buffer, one XOR pass per source.
 // Either way the writes go out after the record, with raid.Op.WriteHot:
 // they overwrite the bytes just read, whose lines are in the cache.
 func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
@@ -444,7 +435,10 @@ func (l *Layout) writeHot(op *raid.Op, w *rowWrite) {
 
 // rmwSame ends rmw's write of a row whose written chunks all cover
 // [Lo, Hi): pbuf holds the old parity and op.Shards the old data of the
-// written chunks (by data index).
+// written chunks (by data index). The new parity is computed in pbuf,
+// which the op owns: not straight into the member from rl.P after the
+// record is written, because LogRow hands rl.P's buffer to the journal
+// (the row's kept partial parity), where another op may take it.
 func (l *Layout) rmwSame(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int, pbuf []byte) error {
 	src := append(op.List[:0], pbuf) // the sources of P'
 	for i := 0; i < l.dk; i++ {
@@ -465,12 +459,13 @@ func (l *Layout) rmwSame(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int, pbuf
 		}
 	}
 	op.List = src
+	l.Fill(op, pbuf, src) // pbuf is src[0] itself or no source
 	if rl.Need && op.LogRow(rl) != nil {
 		return errRetry
 	}
 	l.writeHot(op, w)
 	if op.Writable(pm) {
-		op.WriteFill(pm, w.Base+w.Lo, w.Hi-w.Lo, (*cachedFill)(l), src)
+		op.WriteHot(pm, pbuf, w.Base+w.Lo)
 	}
 	op.Run()
 	return nil

@@ -66,9 +66,11 @@
 //     size) runs on the request's goroutine instead. Array.WritesInline
 //     tells the NBD server when every member of a RAID0, RAID1 or RAID10 is
 //     held in memory, so that it can run a WRITE on the goroutine that
-//     received it (parity writes gain more from overlapping with the next
-//     request's payload than the hand-off costs); Array.ReadsInline does
-//     the same for reads of up to 64 KiB
+//     received it; Array.WritesInlineAt answers per write, and on parity
+//     levels with a stripe cache says yes to writes that hold two whole
+//     stripes, which the server then writes while their payload arrives
+//     (smaller parity writes gain from running side by side);
+//     Array.ReadsInline does the same for reads of up to 64 KiB
 //     on every level. Op.WriteFill has a Layout compute a member write's
 //     bytes (RAID5's full-stripe parity) straight into a member held in
 //     memory (fill.go).

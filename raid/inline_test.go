@@ -108,3 +108,48 @@ func TestReadsInline(t *testing.T) {
 		})
 	}
 }
+
+// TestWritesInlineAt: an array says a write may run on the receiving
+// goroutine (nbd.InlineWriterAt) on RAID0, RAID1 and RAID10 when every
+// member is held in memory, as WritesInline, and on a parity level only
+// for a write that holds two whole stripes, with a stripe cache, on
+// members held in memory.
+func TestWritesInlineAt(t *testing.T) {
+	const chunk = 64 << 10
+	const width = 3 * chunk // RAID5 on 4 members
+	for _, tc := range []struct {
+		name    string
+		level   stripe.Level
+		unknown bool // one member does not say it is in memory
+		opts    raid.Options
+		off, n  int64
+		inline  bool
+	}{
+		{"raid0 small", stripe.RAID0, false, raid.Options{}, 4096, 4096, true},
+		{"raid10 small", stripe.RAID10, false, raid.Options{}, 4096, 4096, true},
+		{"raid0 one member unknown", stripe.RAID0, true, raid.Options{}, 0, 1 << 20, false},
+		{"raid5 two stripes", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, width, 2 * width, true},
+		{"raid5 1MiB unaligned", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, 1 << 20, 1 << 20, true},
+		{"raid5 holds two stripes between pieces", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, width - 4096, 2*width + 8192, true},
+		{"raid5 two stripe widths across a boundary", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, 4096, 2 * width, false},
+		{"raid5 one stripe", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, 0, width, false},
+		{"raid5 256K holding a stripe (nbdcopy)", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, 0, 256 << 10, false},
+		{"raid5 4K", stripe.RAID5, false, raid.Options{StripeCache: 1 << 20}, 8192, 4096, false},
+		{"raid5 one member unknown", stripe.RAID5, true, raid.Options{StripeCache: 1 << 20}, 0, 2 * width, false},
+		{"raid5 no stripe cache", stripe.RAID5, false, raid.Options{}, 0, 2 * width, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var devs []raid.Device
+			for i := range 4 {
+				var m raid.Member = member.NewMemory(levelSizeFor(stripe.RAID5, chunk, 64))
+				if tc.unknown && i == 2 {
+					m = keep{m}
+				}
+				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: m})
+			}
+			a := createArray(t, devs, raid.CreateOptions{Name: "a", Level: tc.level, Chunk: chunk}, tc.opts)
+			require.LessOrEqual(t, tc.off+tc.n, a.Size())
+			assert.Equal(t, tc.inline, a.WritesInlineAt(tc.off, int(tc.n)))
+		})
+	}
+}

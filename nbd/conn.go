@@ -223,6 +223,9 @@ func (c *conn) readLoop() {
 		r := requestPool.Get().(*request)
 		r.h, r.streamed, r.streamErr = h, false, nil
 		inline := c.inlineWrite(&h) || c.inlineRead(&h) // the reader runs it itself
+		if !inline && h.typ == cmdWrite && c.exp.prefetcher != nil {
+			c.exp.prefetcher.Prefetch(int64(h.offset), int(h.length))
+		}
 		if (h.typ == cmdRead || h.typ == cmdWrite) && h.length > 0 {
 			if !c.acquire(r) {
 				// Halted while waiting: shutdown or a failed reply write.

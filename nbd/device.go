@@ -137,6 +137,16 @@ type InlineWriterAt interface {
 	WritesInlineAt(off int64, n int) bool
 }
 
+// Prefetcher is told, for every WRITE the reader hands to a worker, the
+// range it covers, as soon as its header is parsed and before its payload
+// is received: a device whose write must first read what it overwrites
+// (a parity array's read-modify-write on members held in memory) can ask
+// for those bytes to be brought into the CPU's cache meanwhile. Prefetch
+// must be quick and must not block: it is a hint, and may do nothing.
+type Prefetcher interface {
+	Prefetch(off int64, n int)
+}
+
 // InlineReader says whether a READ of n bytes may run on the connection's
 // request reader instead of being handed to a worker goroutine, as
 // InlineWriter does for WRITEs: the reader reads and answers it before it
@@ -175,6 +185,7 @@ type caps struct {
 	inline     InlineWriter
 	inlineAt   InlineWriterAt
 	inlineRead InlineReader
+	prefetcher Prefetcher
 }
 
 func discoverCaps(d Device) caps {
@@ -194,6 +205,7 @@ func discoverCaps(d Device) caps {
 	c.inline, _ = d.(InlineWriter)
 	c.inlineAt, _ = d.(InlineWriterAt)
 	c.inlineRead, _ = d.(InlineReader)
+	c.prefetcher, _ = d.(Prefetcher)
 	return c
 }
 

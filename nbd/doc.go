@@ -35,7 +35,11 @@
 //     waited for the client. The WRITE is still answered once, after its
 //     last piece (Options.NoStreamWrites turns this off).
 //     So is a READ the Device says is a copy out of memory (InlineReader:
-//     raidd reads of at most 64 KiB over memory members).
+//     raidd reads of at most 64 KiB over memory members). A WRITE that goes
+//     to the workers is announced to a Device that asks (Prefetcher) as
+//     soon as its header is parsed, before its payload is read: raidd's
+//     parity arrays then have the members bring what the write will read
+//     into the CPU's cache while the payload arrives.
 //   - Workers execute requests concurrently against the Device and write
 //     replies. Replies go out in completion order, not request order; the
 //     client's handle is echoed untouched.

@@ -64,6 +64,9 @@ type mapping struct {
 	// data has one bit per page: set, the page is known to hold data (not a
 	// hole), so a load from it allocates nothing.
 	data []atomic.Uint64
+	// base is the address of mem[0] while mapped (0 otherwise), read
+	// without the lock by Prefetch, which can touch no byte (prefetch.go).
+	base atomic.Uintptr
 }
 
 // pageShift is log2 of the page size.
@@ -96,6 +99,7 @@ func (m *File) initMapping() {
 	}
 	m.mapped.mem = mem
 	m.mapped.end = end
+	m.mapped.base.Store(mappedBase(mem))
 	m.mapped.data = make([]atomic.Uint64, (m.size>>pageShift)/64+1)
 	m.learnData()
 }
@@ -248,6 +252,7 @@ func (m *File) unmap() {
 	m.mapped.mu.Lock()
 	defer m.mapped.mu.Unlock()
 	if m.mapped.mem != nil {
+		m.mapped.base.Store(0)
 		_ = unix.Munmap(m.mapped.mem)
 		m.mapped.mem = nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/internal/member/membertest"
@@ -174,4 +175,49 @@ func TestMappedAllocs(t *testing.T) {
 		assert.Zero(t, allocs)
 	}
 	assert.EqualValues(t, 4*101, copies.Load(), "every call was a copy")
+}
+
+// TestPrefetch: Prefetch is a hint that is safe anywhere: on a mapped
+// member in and out of range (negative, past the end, the last page),
+// while a Close unmaps the file under it, and after; it changes no byte
+// and makes no hole data (the file's allocated size stays the same).
+func TestPrefetch(t *testing.T) {
+	const size = 4 << 20
+	path := shmMember(t, size)
+	f, err := member.Open(path, member.Options{})
+	require.NoError(t, err)
+	require.True(t, member.Mapped(f))
+	want := bytes.Repeat([]byte{0x5a}, 1<<20)
+	_, err = f.WriteAt(want, 0)
+	require.NoError(t, err)
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	blocks := st.Blocks
+	for _, r := range [][2]int64{{0, 4096}, {4096, 1 << 20}, {2 << 20, 1 << 20}, {-4096, 8192}, {size - 4096, 4096}, {size, 4096}, {0, 0}, {0, size + 1}} {
+		f.Prefetch(r[0], r[1])
+	}
+	require.NoError(t, unix.Stat(path, &st))
+	assert.Equal(t, blocks, st.Blocks, "a prefetch of holes allocates nothing")
+	got := make([]byte, len(want))
+	_, err = f.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				f.Prefetch(0, size-4096)
+			}
+		}
+	}()
+	require.NoError(t, f.Close())
+	close(stop)
+	<-done
+	f.Prefetch(0, 4096) // closed: nothing
 }

@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package member
+
+func prefetch(p, n uintptr) {}

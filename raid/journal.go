@@ -914,21 +914,33 @@ func (op *Op) LogRow(rl *RowLog) error {
 		}
 	}
 	// The record is written as one vector: its head, the partial
-	// parities where they are, and zero padding.
+	// parities where they are, and zero padding. Into logs held in
+	// memory it is one buffer instead (see contiguous).
 	bp := j.bufs.Get().(*[]byte)
 	head := appendPPLHead((*bp)[:0], &rec)
-	*bp = head[:0]
-	vec := append(op.recVec[:0], head)
+	vec := op.recVec[:0]
 	length := int64(len(head))
 	for _, b := range [2][]byte{rl.P, rl.Q} {
-		if b != nil {
-			vec = append(vec, b)
-			length += int64(len(b))
-		}
+		length += int64(len(b))
 	}
 	size := roundUp(length, recAlign)
-	if size > length {
-		vec = append(vec, zeroPage[:size-length])
+	if j.contiguous(op, lm[:k]) {
+		rec := append(head, rl.P...)
+		rec = append(rec, rl.Q...)
+		rec = append(rec, zeroPage[:size-length]...)
+		*bp = rec[:0]
+		vec = append(vec, rec)
+	} else {
+		*bp = head[:0]
+		vec = append(vec, head)
+		for _, b := range [2][]byte{rl.P, rl.Q} {
+			if b != nil {
+				vec = append(vec, b)
+			}
+		}
+		if size > length {
+			vec = append(vec, zeroPage[:size-length])
+		}
 	}
 	err := j.append(op, vec, size, lm[:k])
 	j.bufs.Put(bp)
@@ -942,6 +954,23 @@ func (op *Op) LogRow(rl *RowLog) error {
 	j.keep(op, rl)
 	op.journaled = true
 	return nil
+}
+
+// contiguous reports whether a record for logs lm is built as one buffer:
+// when every one of them is held in memory, where the record's write is a
+// copy into the log's pages, out of the cache. As one buffer starting on
+// a recAlign boundary, the copy is whole lines of non-temporal stores
+// (internal/ntcopy); as its head, partial parities and padding, it is
+// lines split between plain and non-temporal stores, and the plain ones
+// read their lines from memory first. The extra copy into the buffer is
+// of bytes in the cache.
+func (j *journal) contiguous(op *Op, lm []int) bool {
+	for _, m := range lm {
+		if !inMemory(op.v.devs[m]) {
+			return false
+		}
+	}
+	return len(lm) > 0
 }
 
 // keep records that rl's row has a record in this epoch, whose write

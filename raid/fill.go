@@ -95,7 +95,8 @@ type copyFill struct{}
 func (copyFill) Fill(_ *Op, dst []byte, src [][]byte) { copy(dst, src[0]) }
 
 // fillNow has f compute the n bytes at off straight into member m (see
-// WriteFill) and reports whether it did; false: nothing was written.
+// WriteFill) and reports whether that wrote them. On false the caller
+// must write them the ordinary way: f may have run, in part or whole.
 func (op *Op) fillNow(m int, off, n int64, f Filler, src [][]byte) bool {
 	if n <= 0 || op.win != nil || op.v.repl[m] != nil || op.failed&(1<<uint(m)) != 0 || op.Zero {
 		return false

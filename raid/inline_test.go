@@ -93,14 +93,7 @@ func TestReadsInline(t *testing.T) {
 		{"raid5 one member unknown", stripe.RAID5, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var devs []raid.Device
-			for i := range 4 {
-				var m raid.Member = member.NewMemory(levelSizeFor(stripe.RAID5, chunk, 8))
-				if tc.unknown && i == 2 {
-					m = keep{m}
-				}
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: m})
-			}
+			devs := memoryDevs(4, levelSizeFor(stripe.RAID5, chunk, 8), tc.unknown)
 			a := createArray(t, devs, raid.CreateOptions{Name: "a", Level: tc.level, Chunk: chunk}, raid.Options{})
 			assert.Equal(t, !tc.unknown, a.ReadsInline(4096))
 			assert.Equal(t, !tc.unknown, a.ReadsInline(64<<10))
@@ -139,17 +132,24 @@ func TestWritesInlineAt(t *testing.T) {
 		{"raid5 no stripe cache", stripe.RAID5, false, raid.Options{}, 0, 2 * width, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var devs []raid.Device
-			for i := range 4 {
-				var m raid.Member = member.NewMemory(levelSizeFor(stripe.RAID5, chunk, 64))
-				if tc.unknown && i == 2 {
-					m = keep{m}
-				}
-				devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: m})
-			}
+			devs := memoryDevs(4, levelSizeFor(stripe.RAID5, chunk, 64), tc.unknown)
 			a := createArray(t, devs, raid.CreateOptions{Name: "a", Level: tc.level, Chunk: chunk}, tc.opts)
 			require.LessOrEqual(t, tc.off+tc.n, a.Size())
 			assert.Equal(t, tc.inline, a.WritesInlineAt(tc.off, int(tc.n)))
 		})
 	}
+}
+
+// memoryDevs returns n memory members of size bytes; with unknown, the
+// third is wrapped in keep, which hides that it is held in memory.
+func memoryDevs(n int, size int64, unknown bool) []raid.Device {
+	var devs []raid.Device
+	for i := range n {
+		var m raid.Member = member.NewMemory(size)
+		if unknown && i == 2 {
+			m = keep{m}
+		}
+		devs = append(devs, raid.Device{Path: fmt.Sprintf("mem%d", i), Member: m})
+	}
+	return devs
 }

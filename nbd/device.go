@@ -129,10 +129,11 @@ type InlineWriter interface {
 // InlineWriterAt is InlineWriter for a device whose answer depends on the
 // write: WritesInlineAt is asked, instead of WritesInline, for every WRITE
 // without NBD_CMD_FLAG_FUA, with its offset and length (a valid request
-// inside the export, whose payload the reader has received). A RAID5 array on memory says true for writes
-// that hold a whole stripe, whose hand-off to a worker costs more than its
-// overlap with the next payload gains, and false for small ones, which
-// gain from running side by side.
+// inside the export), once its header is read and before its payload is:
+// the answer also decides whether the payload is written while it
+// arrives (payload.go). A RAID5 array on memory says true for writes that
+// hold two whole stripes, which then go to the device as they arrive,
+// and false for small ones, which gain from running side by side.
 type InlineWriterAt interface {
 	WritesInlineAt(off int64, n int) bool
 }

@@ -924,7 +924,7 @@ func (op *Op) LogRow(rl *RowLog) error {
 		length += int64(len(b))
 	}
 	size := roundUp(length, recAlign)
-	if j.contiguous(op, lm[:k]) {
+	if contiguous(op, lm[:k]) {
 		rec := append(head, rl.P...)
 		rec = append(rec, rl.Q...)
 		rec = append(rec, zeroPage[:size-length]...)
@@ -964,7 +964,7 @@ func (op *Op) LogRow(rl *RowLog) error {
 // lines split between plain and non-temporal stores, and the plain ones
 // read their lines from memory first. The extra copy into the buffer is
 // of bytes in the cache.
-func (j *journal) contiguous(op *Op, lm []int) bool {
+func contiguous(op *Op, lm []int) bool {
 	for _, m := range lm {
 		if !inMemory(op.v.devs[m]) {
 			return false

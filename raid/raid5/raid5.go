@@ -414,23 +414,23 @@ func (l *Layout) rmw(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int) error {
 	if err := l.logRow(op, w, rl, pbuf, nil); err != nil {
 		return err
 	}
-	l.writeHot(op, w)
-	if op.Writable(pm) {
-		op.WriteHot(pm, pbuf, w.Base+w.Lo)
-	}
-	op.Run()
+	l.writeHot(op, w, pm, pbuf)
 	return nil
 }
 
-// writeHot writes the new data chunks of a read-modify-write, whose old
-// bytes it has just read (raid.Op.WriteHot), once the row's record is
-// written.
-func (l *Layout) writeHot(op *raid.Op, w *rowWrite) {
+// writeHot writes and runs the new data chunks and the new parity pbuf of
+// a read-modify-write, whose old bytes it has just read
+// (raid.Op.WriteHot), once the row's record is written.
+func (l *Layout) writeHot(op *raid.Op, w *rowWrite, pm int, pbuf []byte) {
 	for i := 0; i < l.dk; i++ {
 		if m := l.g.DataMember(w.Row, i); w.Touched(i) && op.Writable(m) {
 			op.WriteHot(m, w.Data[i], w.Base+w.A[i])
 		}
 	}
+	if op.Writable(pm) {
+		op.WriteHot(pm, pbuf, w.Base+w.Lo)
+	}
+	op.Run()
 }
 
 // rmwSame ends rmw's write of a row whose written chunks all cover
@@ -463,11 +463,7 @@ func (l *Layout) rmwSame(op *raid.Op, w *rowWrite, rl *raid.RowLog, pm int, pbuf
 	if rl.Need && op.LogRow(rl) != nil {
 		return errRetry
 	}
-	l.writeHot(op, w)
-	if op.Writable(pm) {
-		op.WriteHot(pm, pbuf, w.Base+w.Lo)
-	}
-	op.Run()
+	l.writeHot(op, w, pm, pbuf)
 	return nil
 }
 

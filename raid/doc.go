@@ -132,7 +132,7 @@
 // skipped):
 //
 //	stripe locks (ascending) → bitmap.mu → commitMu → cfgMu → lifeMu, recovery.tmu, eventLog.mu, gatherQueue.mu, stripeCache.mu
-//	stripe locks (ascending) → journal.mu → commitMu → ...; journal.mu → journal.logs[m].mu (a leaf: a log's batch leader holds none while it writes and syncs); journal.rowsMu is a leaf
+//	stripe locks (ascending) → journal.mu → commitMu → ...; journal.mu → journal.logs[m].mu (a leaf: a log's batch leader holds none while it writes and syncs); a row-table shard's mu (journal.shards, one at a time) → journal.cacheMu, a leaf
 //
 // journal.mu is the write-hole log's (journal.go): a parity row write
 // holds it shared from Op.BeginRow to Op.EndRow, under the stripe locks;

@@ -103,9 +103,8 @@ type Array struct {
 	active      atomic.Int64 // ops in progress
 	gq          [gatherSlots]gatherQueue
 	ends        [recentEnds]atomic.Int64 // recent write ends, to recognise streams
-	endNext     atomic.Uint32
-	streams     readStreams // recent read ends, to recognise streams (readahead.go)
-	ev          eventLog    // its own mutex
+	streams     readStreams              // recent read ends, to recognise streams (readahead.go)
+	ev          eventLog                 // its own mutex
 	stats       struct {
 		clientWritten atomic.Int64
 		clientZeroed  atomic.Int64

@@ -52,8 +52,13 @@ const recentEnds = 16
 // noteEnd records where a write ended; continues reports whether a write
 // starting at off continues a recent one: one that ended at most a stripe
 // width before it (requests of a stream arrive slightly out of order).
+//
+// An end goes to the slot of its stripe (its stripe number modulo
+// recentEnds), not to the next slot in turn: a shared turn counter was an
+// atomic add on one cache line for every write of every CPU, which moved
+// that line between the CPUs of concurrent writers.
 func (a *Array) noteEnd(end int64) {
-	a.ends[a.endNext.Add(1)%recentEnds].Store(end)
+	a.ends[uint64(end/a.geo.StripeWidth())%recentEnds].Store(end)
 }
 
 func (a *Array) continues(off int64) bool {

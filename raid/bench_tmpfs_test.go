@@ -27,7 +27,10 @@ import (
 // other (shared locks and counters, cache lines moving between CPUs),
 // which BenchmarkRandomWrite4K, one writer on small memory members, does
 // not. Besides MB/s it reports cpu-ns/op (the process's CPU time per
-// write), steadier than wall time on a shared machine.
+// write), steadier than wall time on a shared machine: with two CPUs, a
+// cpu-ns/op below twice ns/op says the writers slept (bench/README.md,
+// "Concurrent partial-row writers"); and faults/op, the page faults per
+// write, about zero in this steady state (every page was written before).
 func BenchmarkTmpfsRandomWrite4K(b *testing.B) {
 	for _, level := range []stripe.Level{stripe.RAID0, stripe.RAID5} {
 		b.Run(fmt.Sprintf("%s/members=4", level), func(b *testing.B) {

@@ -3,7 +3,6 @@ package raid_test
 import (
 	"fmt"
 	"math/rand"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -189,8 +188,6 @@ func benchWriteHoleConcurrent(b *testing.B, s benchShape, latency time.Duration,
 		for m := range missing {
 			failRole(b, a, m)
 		}
-		blocks := a.Size() / 4096
-		var seed atomic.Int64
 		var j0 raid.JournalStatus
 		if st := a.Status().Journal; st != nil {
 			j0 = *st
@@ -199,17 +196,7 @@ func benchWriteHoleConcurrent(b *testing.B, s benchShape, latency time.Duration,
 		b.SetBytes(4096)
 		b.SetParallelism(8)
 		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			rng := rand.New(rand.NewSource(seed.Add(1)))
-			p := make([]byte, 4096)
-			rng.Read(p)
-			for pb.Next() {
-				if _, err := a.WriteAt(p, rng.Int63n(blocks)*4096); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		randomWrites4K(b, a)
 		if cache {
 			// The writes the cache still holds are part of the work.
 			require.NoError(b, a.Sync())

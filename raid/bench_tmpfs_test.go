@@ -53,23 +53,11 @@ func BenchmarkTmpfsRandomWrite4K(b *testing.B) {
 				_, err := a.WriteAt(fill[:min(int64(len(fill)), a.Size()-off)], off)
 				require.NoError(b, err)
 			}
-			blocks := a.Size() / 4096
-			var seed atomic.Int64
 			b.SetBytes(4096)
 			b.ReportAllocs()
 			cpu0, flt0 := cpuTime(), minorFaults()
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				rng := rand.New(rand.NewSource(seed.Add(1)))
-				p := make([]byte, 4096)
-				rng.Read(p)
-				for pb.Next() {
-					if _, err := a.WriteAt(p, rng.Int63n(blocks)*4096); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			randomWrites4K(b, a)
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
@@ -85,4 +73,22 @@ func minorFaults() int64 {
 		return 0
 	}
 	return ru.Minflt
+}
+
+// randomWrites4K writes 4 KiB at random aligned offsets of a, from the
+// benchmark's parallel goroutines, until b.N writes are done.
+func randomWrites4K(b *testing.B, a *raid.Array) {
+	blocks := a.Size() / 4096
+	var seed atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewSource(seed.Add(1)))
+		p := make([]byte, 4096)
+		rng.Read(p)
+		for pb.Next() {
+			if _, err := a.WriteAt(p, rng.Int63n(blocks)*4096); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -1094,13 +1094,20 @@ func (j *journal) syncMembers(op *Op) {
 	if op.failed != 0 {
 		return // the member set changes: the next row write checkpoints
 	}
-	for i := range j.shards {
-		sh := &j.shards[i]
-		sh.mu.Lock()
+	j.eachShard(func(sh *rowShard) {
 		for _, e := range sh.rows {
 			clear(e.spans)
 			e.spans = e.spans[:0]
 		}
+	})
+}
+
+// eachShard calls fn for every shard of the row table, holding its lock.
+func (j *journal) eachShard(fn func(sh *rowShard)) {
+	for i := range j.shards {
+		sh := &j.shards[i]
+		sh.mu.Lock()
+		fn(sh)
 		sh.mu.Unlock()
 	}
 }
@@ -1416,17 +1423,14 @@ func (j *journal) checkpoint(op *Op) {
 		j.uncacheLocked(j.cached[0]) // which removes it from cached
 	}
 	j.cacheMu.Unlock()
-	for i := range j.shards {
-		sh := &j.shards[i]
-		sh.mu.Lock()
+	j.eachShard(func(sh *rowShard) {
 		for r, e := range sh.rows {
 			clear(e.spans)
 			e.spans = e.spans[:0]
 			sh.free = append(sh.free, e)
 			delete(sh.rows, r)
 		}
-		sh.mu.Unlock()
-	}
+	})
 	j.nrows.Store(0)
 	j.view = v
 	j.need.Store(false)

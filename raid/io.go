@@ -411,7 +411,7 @@ const inlineStripes = 2
 // request (two rounds).
 func (a *Array) WritesInlineAt(off int64, n int) bool {
 	if a.geo.Tolerance() == 0 || a.geo.Mirrored() {
-		return a.allInMemory()
+		return a.WritesInline()
 	}
 	if a.cache == nil {
 		return false

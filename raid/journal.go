@@ -511,7 +511,7 @@ func (j *journal) anyInEpoch(lo, hi int64) bool {
 	if j.nrows.Load() == 0 {
 		return false
 	}
-	if n := j.nrows.Load(); n < hi-lo {
+	if j.nrows.Load() < hi-lo {
 		for i := range j.shards {
 			sh := &j.shards[i]
 			sh.mu.Lock()

@@ -478,20 +478,16 @@ func (a *Array) holdsRandom() bool {
 const streamWindow = 8
 
 // writeOut writes the cached pieces of stripe s to the members and drops
-// the entry. The caller holds the stripe lock and op is locked.
+// the entry. The caller holds the stripe lock and op is locked: the
+// entry's pieces change only under that lock (put, remove), so they are
+// read without mu.
 func (a *Array) writeOut(op *Op, s int64) error {
 	c := a.cache
-	c.mu.Lock()
-	e := c.get(s)
-	var runs []span
-	var buf []byte
-	if e != nil {
-		runs, buf = e.runs, e.buf
-	}
-	c.mu.Unlock()
+	e := c.lookup(s)
 	if e == nil {
 		return nil
 	}
+	runs, buf := e.runs, e.buf
 	base := s * c.width
 	var err error
 	for _, r := range runs {

@@ -314,6 +314,7 @@ func (a *Array) viewLocked() *View {
 			v.ahead = v.ahead || (d != nil && canReadAhead(d))
 		}
 	}
+	v.inMemory = heldInMemory(v)
 	return v
 }
 

@@ -437,8 +437,11 @@ func (a *Array) ReadsInline(n int) bool {
 
 // allInMemory reports whether every member, and every replacement being
 // built, is held in memory.
-func (a *Array) allInMemory() bool {
-	v := a.view.Load()
+func (a *Array) allInMemory() bool { return a.view.Load().inMemory }
+
+// heldInMemory reports whether every device and replacement of v is held
+// in memory (View.inMemory).
+func heldInMemory(v *View) bool {
 	for _, devs := range [2][]Member{v.devs, v.repl} {
 		for _, d := range devs {
 			if d != nil && !inMemory(d) {

@@ -50,6 +50,14 @@ import (
 // members sync, so that no record is built meanwhile), and a FUA write
 // drops its own once its members are synced.
 //
+// On an array whose members are all held in memory (tmpfs, ramfs: their
+// sync is a no-op) a write is as durable as it will ever be once it
+// returns: a killed raidd leaves every byte it copied in the members'
+// pages, and what loses those pages (the machine's crash) loses the whole
+// array. Such rows keep no spans (keep): W is the write's own spans. A
+// later write of the row plans its record only after the earlier one
+// returned, because a row's writes hold its stripe lock throughout.
+//
 // A row write needs no record when it cannot open a hole:
 //   - no parity member is written (RAID5 with its parity missing);
 //   - W covers every data byte of [lo, hi) (full-stripe writes, and rows
@@ -428,6 +436,7 @@ type journal struct {
 	// a shard's lock (or alone), and no other lock is taken under it.
 	cacheMu sync.Mutex
 	cached  []*rowEntry
+	ncached atomic.Int32 // len(cached), read without cacheMu
 
 	bufs sync.Pool
 
@@ -850,6 +859,7 @@ func (j *journal) uncacheLocked(e *rowEntry) {
 	e.w = e.w[:0]
 	if i := slices.Index(j.cached, e); i >= 0 {
 		j.cached = slices.Delete(j.cached, i, i+1)
+		j.ncached.Store(int32(len(j.cached)))
 	}
 }
 
@@ -1052,6 +1062,17 @@ func (j *journal) keep(op *Op, rl *RowLog) {
 		sh.rows[rl.row] = e
 		j.nrows.Add(1)
 	}
+	if op.v.inMemory {
+		// The write's bytes are durable once it returns, before the next
+		// write of the row plans its record (the row's writes hold its
+		// stripe lock until they return): no later record needs them in
+		// its W, so the row keeps no spans, and no partial parities
+		// either, which only a W with others' spans uses (takeCached).
+		if j.ncached.Load() != 0 {
+			j.uncache(e) // cached by an op of an earlier view
+		}
+		return
+	}
 	e.spans = append(e.spans, rl.own...)
 	if len(e.spans) > maxRowSpans {
 		j.need.Store(true)
@@ -1075,6 +1096,7 @@ func (j *journal) keep(op *Op, rl *RowLog) {
 	if len(j.cached) > maxCachedRows {
 		j.uncacheLocked(j.cached[0])
 	}
+	j.ncached.Store(int32(len(j.cached)))
 }
 
 // syncMembers syncs every writable member of op's view (Sync, a FLUSH, and

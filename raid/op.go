@@ -28,6 +28,10 @@ type View struct {
 	// ahead: some member reads ahead (readahead.go) and the level is
 	// striped.
 	ahead bool
+	// inMemory: every device and replacement of the view is held in
+	// memory (allInMemory), where a write that returned is as durable as a
+	// sync would make it (journal.keep).
+	inMemory bool
 
 	// ctr and replCtr hold the counters of devs and repl (memberstats.go);
 	// nil in a View built by NewOp.

@@ -66,5 +66,6 @@ func NewOp(g stripe.Geometry, c OpConfig) (*Op, error) {
 		}
 	}
 	v.failed = !g.Survives(^v.readable)
+	v.inMemory = heldInMemory(v)
 	return &Op{a: a, v: v, geo: g, locked: c.Locked, Shards: make([][]byte, n), Scratch: make([][]byte, n)}, nil
 }

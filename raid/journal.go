@@ -670,10 +670,26 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 		}
 		return rl
 	}
+	// A missing member, or one being rebuilt, holds what the parity says.
+	missing := 0
+	for m := range geo.Members() {
+		if op.v.readable&^op.failed&(1<<uint(m)) == 0 {
+			missing++
+		}
+	}
+	dk := geo.DataMembers()
 	// W: own, and the spans of earlier writes still kept by the row.
 	w := append(rl.W, own...)
 	inEpoch := false
-	if j.nrows.Load() != 0 {
+	lookup := j.nrows.Load() != 0
+	if lookup && op.v.inMemory {
+		// Rows keep no spans there (keep): the row's entry only says
+		// that it has a record in the epoch, which matters below only
+		// to a write covering the whole range or an array missing all
+		// the members it tolerates.
+		lookup = missing >= geo.Tolerance() || coversAll(own, dk, lo, hi)
+	}
+	if lookup {
 		sh := j.shard(row)
 		sh.mu.Lock()
 		if e := sh.rows[row]; e != nil {
@@ -693,21 +709,7 @@ func (op *Op) PlanRowLog(row, lo, hi int64, own []Span) *RowLog {
 		w = mergeSpans(w)
 	}
 	rl.W = w
-	// A missing member, or one being rebuilt, holds what the parity says.
-	missing := 0
-	for m := range geo.Members() {
-		if op.v.readable&^op.failed&(1<<uint(m)) == 0 {
-			missing++
-		}
-	}
-	dk := geo.DataMembers()
-	full := true
-	for i := range dk {
-		if !covers(w, i, lo, hi) {
-			full = false
-			break
-		}
-	}
+	full := coversAll(w, dk, lo, hi)
 	switch {
 	case full:
 		// Every byte the parity carries is being written: no hole. But a
@@ -919,6 +921,17 @@ func covers(spans []Span, i int, lo, hi int64) bool {
 		}
 	}
 	return at >= hi
+}
+
+// coversAll reports whether spans (sorted, disjoint per index) cover
+// [lo, hi) of every one of the dk data indexes.
+func coversAll(spans []Span, dk int, lo, hi int64) bool {
+	for i := range dk {
+		if !covers(spans, i, lo, hi) {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeSpans sorts spans by index and start and merges those that touch.

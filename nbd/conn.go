@@ -43,6 +43,12 @@ type conn struct {
 	bw       *bufio.Writer
 	werr     error // first write error; guarded by wmu
 	wpending atomic.Int32
+	// hold, set by the reader, says the last one out leaves the buffer
+	// unflushed: the reader has more requests in hand and flushes before
+	// it can block (holdReplies, releaseReplies). held is the reader's own
+	// note that it set hold.
+	hold atomic.Bool
+	held bool
 	// wdeadline is the write deadline last set (see armWrite); guarded by
 	// wmu.
 	wdeadline time.Time
@@ -169,6 +175,7 @@ func (c *conn) transmit(e *export, info exportInfo) {
 		go c.worker()
 	}
 	c.readLoop()
+	c.hold.Store(false)
 	close(c.work)
 	c.workers.Wait()
 	defer c.pipes.closeAll()
@@ -184,6 +191,9 @@ func (c *conn) transmit(e *export, info exportInfo) {
 func (c *conn) readLoop() {
 	s := c.s
 	for {
+		if c.br.Buffered() < requestHeaderLen {
+			c.releaseReplies() // the header read may block
+		}
 		if !c.armHeaderRead() {
 			return
 		}
@@ -212,6 +222,7 @@ func (c *conn) readLoop() {
 		}
 		if errno != 0 {
 			if h.typ == cmdWrite && h.length > 0 {
+				c.releaseReplies() // the payload's discard may block
 				if err := c.readPayload(nil, h.length); err != nil {
 					c.logPayloadEnd(err)
 					return
@@ -223,6 +234,9 @@ func (c *conn) readLoop() {
 		r := requestPool.Get().(*request)
 		r.h, r.streamed, r.streamErr = h, false, nil
 		inline := c.inlineWrite(&h) || c.inlineRead(&h) // the reader runs it itself
+		if !inline || (h.typ == cmdWrite && c.br.Buffered() < int(h.length)) {
+			c.releaseReplies() // it may wait: for a worker, a budget, or its payload
+		}
 		if !inline && h.typ == cmdWrite && c.exp.prefetcher != nil {
 			c.exp.prefetcher.Prefetch(int64(h.offset), int(h.length))
 		}
@@ -254,6 +268,7 @@ func (c *conn) readLoop() {
 		}
 		c.beginRequest()
 		if inline {
+			c.holdReplies()
 			c.execute(r)
 			c.finish(r)
 			c.endRequest()
@@ -638,8 +653,50 @@ func (c *conn) lockWriter() {
 	}
 }
 
+// holdReplies lets the replies of the requests the reader serves itself
+// (inline: copies into and out of members held in memory) wait in the
+// buffer when the next request's header is already buffered: the reader
+// will parse it without a system call, and the replies of the run go out
+// with one write instead of one each, and wake the client once. They wait
+// only while the reader cannot block: it calls releaseReplies before any
+// read that may wait for the client (a header or payload not yet
+// buffered), before a request it hands to the workers, and before it
+// discards a rejected WRITE's payload. So a reply waits at most for the
+// reader to serve the requests already in its buffer. A worker that is
+// the last out meanwhile leaves its reply to that flush too. Reader only.
+//
+// On 4 tmpfs members (bench/nbd-ab.sh-like runs, random 4 KiB, iodepth
+// 32): RAID0 writes 482-519 -> 494-604 MB/s at 5.5-6.2 against 6.8-7.0
+// µs of CPU per request, and reads on RAID0 and RAID5 +22-33%, with 0.07-0.2
+// write system calls per request against 1.0. Holding across requests
+// handed to the workers too (releasing before a wait for a busy worker or
+// for in-flight bytes) changed nothing on RAID5 random writes: the reader
+// has released by the time the workers finish.
+func (c *conn) holdReplies() {
+	if c.br.Buffered() < requestHeaderLen {
+		return
+	}
+	if !c.held {
+		c.held = true
+		c.hold.Store(true)
+	}
+}
+
+// releaseReplies ends holdReplies and flushes what waits in the buffer (a
+// goroutine holding or waiting for the writer lock flushes when it is the
+// last out). Reader only.
+func (c *conn) releaseReplies() {
+	if !c.held {
+		return
+	}
+	c.held = false
+	c.hold.Store(false)
+	c.lockWriter()
+	c.unlockWriter()
+}
+
 func (c *conn) unlockWriter() {
-	if c.wpending.Add(-1) == 0 && c.werr == nil {
+	if c.wpending.Add(-1) == 0 && c.werr == nil && !c.hold.Load() {
 		if err := c.bw.Flush(); err != nil {
 			c.failWrite(err)
 		}

@@ -1,7 +1,11 @@
 package nbd
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
+	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,4 +245,109 @@ func TestInlineReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingListener counts the Write calls on the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestInlineRepliesShareWrites: the replies of inline WRITEs whose
+// successors are already buffered wait for the run to end (holdReplies),
+// so a pipelined run is answered with a few write calls, in order; a lone
+// request is answered at once (its successor's header is not buffered),
+// and so are inline replies held when a request for the workers (FUA)
+// follows them.
+func TestInlineRepliesShareWrites(t *testing.T) {
+	const n, blk = 16, 4096
+	dev := &inlineDev{memDev: newMemDev(n * blk)}
+	dev.inline.Store(true)
+	s, err := NewServer(oneExport(dev))
+	require.NoError(t, err)
+	inner, err := net.Listen("unix", filepath.Join(t.TempDir(), "nbd.sock"))
+	require.NoError(t, err)
+	l := &countingListener{Listener: inner}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Shutdown(ctx))
+		assert.ErrorIs(t, <-served, ErrServerClosed)
+	})
+	cl := connect(t, &testServer{s: s, addr: inner.Addr()}, "disk", true)
+
+	run := func(flags []uint16) []uint64 {
+		var batch []byte
+		var sent []uint64
+		for i, f := range flags {
+			cl.nextHandle++
+			h := cl.nextHandle
+			b := make([]byte, 28, 28+blk)
+			binary.BigEndian.PutUint32(b[0:], magicRequest)
+			binary.BigEndian.PutUint16(b[4:], f)
+			binary.BigEndian.PutUint16(b[6:], cmdWrite)
+			binary.BigEndian.PutUint64(b[8:], h)
+			binary.BigEndian.PutUint64(b[16:], uint64(i*blk))
+			binary.BigEndian.PutUint32(b[24:], blk)
+			cl.addPending(h, pendingReq{typ: cmdWrite, offset: uint64(i * blk), length: blk})
+			batch = append(batch, append(b, pattern(blk, byte(i+1))...)...)
+			sent = append(sent, h)
+		}
+		cl.write(batch) // the whole run in one write: the server reads it at once
+		var got []uint64
+		for range flags {
+			r := cl.readReply()
+			require.Zero(t, r.errno)
+			got = append(got, r.handle)
+		}
+		return got
+	}
+
+	before := l.writes.Load()
+	sent := run(make([]uint16, n))
+	want := make([]uint64, n)
+	for i := range want {
+		want[i] = cl.nextHandle - uint64(n-1-i)
+	}
+	assert.Equal(t, want, sent, "inline replies in request order")
+	runWrites := l.writes.Load() - before
+	assert.Less(t, runWrites, int64(n/2), "%d pipelined inline WRITEs answered with %d write calls", n, runWrites)
+	for i := range n {
+		assert.Equal(t, pattern(blk, byte(i+1)), dev.snapshot(int64(i*blk), blk), "block %d", i)
+	}
+
+	// A lone WRITE: answered at once, with a write call of its own.
+	before = l.writes.Load()
+	h := cl.send(cmdWrite, 0, 0, blk, pattern(blk, 9))
+	r := cl.readReply()
+	require.Zero(t, r.errno)
+	assert.Equal(t, h, r.handle)
+	assert.EqualValues(t, 1, l.writes.Load()-before)
+
+	// Inline WRITEs, then a FUA WRITE for the workers, then more inline
+	// ones: every reply arrives (the held ones are flushed before the hand-off).
+	flags := make([]uint16, n)
+	flags[n/2] = cmdFlagFUA
+	got := run(flags)
+	assert.Len(t, got, n)
 }

@@ -298,7 +298,6 @@ func TestInlineRepliesShareWrites(t *testing.T) {
 
 	run := func(flags []uint16) []uint64 {
 		var batch []byte
-		var sent []uint64
 		for i, f := range flags {
 			cl.nextHandle++
 			h := cl.nextHandle
@@ -311,7 +310,6 @@ func TestInlineRepliesShareWrites(t *testing.T) {
 			binary.BigEndian.PutUint32(b[24:], blk)
 			cl.addPending(h, pendingReq{typ: cmdWrite, offset: uint64(i * blk), length: blk})
 			batch = append(batch, append(b, pattern(blk, byte(i+1))...)...)
-			sent = append(sent, h)
 		}
 		cl.write(batch) // the whole run in one write: the server reads it at once
 		var got []uint64

@@ -565,46 +565,24 @@ func TestCrashWriteHole(t *testing.T) {
 }
 
 func writeHoleTrial(t *testing.T, level stripe.Level, n, failed, lost int, policy raid.ConsistencyPolicy, seed int64) {
-	const chunk = 16 << 10
-	const rows = 16
 	const writers = 4
 	rng := rand.New(rand.NewSource(seed))
-	cs := make([]*membertest.Crashable, n)
-	devs := make([]raid.Device, n)
-	power := membertest.NewToggle(membertest.Always())
-	for i := range cs {
-		cs[i] = membertest.NewCrashable(memberSizeFor(chunk, rows))
-		devs[i] = raid.Device{Path: fmt.Sprint("wh", i), Member: keep{membertest.Inject(cs[i], power)}}
-	}
-	opts := raid.Options{CleanDelay: -1}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "wh", Level: level, Chunk: chunk, BitmapRegion: 4 * chunk, ConsistencyPolicy: policy}, opts)
-	require.NoError(t, err, "seed %d", seed)
-	size := a.Size()
-	o := filledDurable(t, a, rng) // old values everywhere, durable
-	roles := rng.Perm(n)
-	for _, r := range roles[:failed] {
-		require.NoError(t, a.FailMember(devs[r].Path), "seed %d", seed)
-	}
+	w := newHoleArray(t, level, n, failed, 16, policy, false, rng, seed)
+	a, o := w.a, w.o
 	// Rounds of concurrent writes, each inside one chunk and shorter than
 	// it (so every row write is partial), writer w owning the chunks c with
 	// c%writers == w so that no two writes overlap; between rounds a Sync,
 	// sometimes.
-	chunks := size / chunk
 	var mu sync.Mutex
 	for round := 0; round < 3; round++ {
 		var wg sync.WaitGroup
-		for w := 0; w < writers; w++ {
+		for k := 0; k < writers; k++ {
 			wrng := rand.New(rand.NewSource(rng.Int63()))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 20; i++ {
-					c := wrng.Int63n(chunks/writers)*writers + int64(w)
-					in := wrng.Int63n(chunk - 1)
-					l := 1 + wrng.Int63n(min(chunk-1, chunk-in)) // never the whole chunk
-					buf := make([]byte, l)
-					wrng.Read(buf)
-					off := c*chunk + in
+					off, buf := w.partialWrite(wrng, k, writers)
 					fua := wrng.Intn(10) == 0
 					var err error
 					if fua {
@@ -632,27 +610,84 @@ func writeHoleTrial(t *testing.T, level stripe.Level, n, failed, lost int, polic
 		}
 	}
 	require.False(t, t.Failed())
-	powerCut(a, cs, power, seed)
-	missing := roles[:failed+lost]
-	var keepDevs []raid.Device
-	for r := range devs {
-		if !slices.Contains(missing, r) {
-			keepDevs = append(keepDevs, devs[r])
-		}
-	}
-	b := assembleArray(t, keepDevs, opts)
+	powerCut(a, w.cs, w.power, seed)
+	missing := w.roles[:failed+lost]
+	b := w.assembleWithout(t, missing)
 	st := b.Status()
 	require.True(t, st.Degraded, "seed %d", seed)
 	if policy != raid.PolicyBitmap {
 		require.NotNil(t, st.Journal, "seed %d", seed)
 		assert.Equal(t, "ppl", st.ConsistencyPolicy)
 	}
-	what := fmt.Sprintf("seed %d: %s missing roles %v after the crash (%v while writing)", seed, level, missing, roles[:failed])
+	what := fmt.Sprintf("seed %d: %s missing roles %v after the crash (%v while writing)", seed, level, missing, w.roles[:failed])
 	if policy == raid.PolicyBitmap {
 		o.verify(t, b, what) // no protection claimed: shown to fail
 	} else {
 		o.verifyMissing(t, b, what, missing)
 	}
+}
+
+// holeArray is a parity array of 16 KiB chunks on crashable members,
+// filled with durable old values, with some members failed: the write-hole
+// tests' starting point.
+type holeArray struct {
+	a     *raid.Array
+	cs    []*membertest.Crashable
+	devs  []raid.Device
+	power *membertest.Toggle // on: the power is cut
+	o     *crashOracle
+	roles []int // the roles in a random order: the first failed ones are failed
+	opts  raid.Options
+}
+
+const holeChunk = 16 << 10
+
+// newHoleArray creates a holeArray of n members of rows rows with the
+// given policy, its members saying they are held in memory when held, and
+// fails failed of them.
+func newHoleArray(t *testing.T, level stripe.Level, n, failed int, rows int64, policy raid.ConsistencyPolicy, held bool, rng *rand.Rand, seed int64) *holeArray {
+	w := &holeArray{cs: make([]*membertest.Crashable, n), devs: make([]raid.Device, n),
+		power: membertest.NewToggle(membertest.Always()), opts: raid.Options{CleanDelay: -1}}
+	for i := range w.cs {
+		w.cs[i] = membertest.NewCrashable(memberSizeFor(holeChunk, rows))
+		var m raid.Member = keep{membertest.Inject(w.cs[i], w.power)}
+		if held {
+			m = heldCrashable{m.(keep)}
+		}
+		w.devs[i] = raid.Device{Path: fmt.Sprint("wh", i), Member: m}
+	}
+	var err error
+	w.a, err = raid.Create(w.devs, raid.CreateOptions{Name: "wh", Level: level, Chunk: holeChunk, BitmapRegion: 4 * holeChunk, ConsistencyPolicy: policy}, w.opts)
+	require.NoError(t, err, "seed %d", seed)
+	w.o = filledDurable(t, w.a, rng) // old values everywhere, durable
+	w.roles = rng.Perm(n)
+	for _, r := range w.roles[:failed] {
+		require.NoError(t, w.a.FailMember(w.devs[r].Path), "seed %d", seed)
+	}
+	return w
+}
+
+// partialWrite picks a write inside one chunk and shorter than it, so
+// that every row write is partial, in a chunk c of writer k's (c%writers
+// == k, so that no two writers' writes overlap, though they share rows).
+func (w *holeArray) partialWrite(rng *rand.Rand, k, writers int) (off int64, buf []byte) {
+	c := rng.Int63n(w.a.Size()/holeChunk/int64(writers))*int64(writers) + int64(k)
+	in := rng.Int63n(holeChunk - 1)
+	buf = make([]byte, 1+rng.Int63n(min(holeChunk-1, holeChunk-in))) // never the whole chunk
+	rng.Read(buf)
+	return c*holeChunk + in, buf
+}
+
+// assembleWithout assembles the array again without the members of the
+// roles missing.
+func (w *holeArray) assembleWithout(t *testing.T, missing []int) *raid.Array {
+	var keepDevs []raid.Device
+	for r := range w.devs {
+		if !slices.Contains(missing, r) {
+			keepDevs = append(keepDevs, w.devs[r])
+		}
+	}
+	return assembleArray(t, keepDevs, w.opts)
 }
 
 // TestCrashPartialParityReplays: a partial-stripe row write whose record
@@ -875,46 +910,23 @@ type heldCrashable struct{ keep }
 func (heldCrashable) InMemory() bool { return true }
 
 func killedWritesTrial(t *testing.T, level stripe.Level, n, failed, lost int, policy raid.ConsistencyPolicy, seed int64) {
-	const chunk = 16 << 10
-	const rows = 8 // few rows: each takes several writes between kills
 	const writers = 4
 	rng := rand.New(rand.NewSource(seed))
-	cs := make([]*membertest.Crashable, n)
-	devs := make([]raid.Device, n)
-	power := membertest.NewToggle(membertest.Always())
-	for i := range cs {
-		cs[i] = membertest.NewCrashable(memberSizeFor(chunk, rows))
-		devs[i] = raid.Device{Path: fmt.Sprint("mem", i), Member: heldCrashable{keep{membertest.Inject(cs[i], power)}}}
-	}
-	opts := raid.Options{CleanDelay: -1}
-	a, err := raid.Create(devs, raid.CreateOptions{Name: "mem", Level: level, Chunk: chunk, BitmapRegion: 4 * chunk, ConsistencyPolicy: policy}, opts)
-	require.NoError(t, err, "seed %d", seed)
-	size := a.Size()
-	o := filledDurable(t, a, rng)
-	roles := rng.Perm(n)
-	for _, r := range roles[:failed] {
-		require.NoError(t, a.FailMember(devs[r].Path), "seed %d", seed)
-	}
-	// Writer w owns the chunks c with c%writers == w, so no two writes
-	// overlap, but the writers share rows. The kill comes once kill writes
-	// have returned, while the others run.
-	chunks := size / chunk
+	// Few rows: each takes several writes before the kill.
+	w := newHoleArray(t, level, n, failed, 8, policy, true, rng, seed)
+	a, o := w.a, w.o
+	// The kill comes once kill writes have returned, while the others run.
 	kill := int64(8 + rng.Intn(40))
 	var done atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for w := 0; w < writers; w++ {
+	for k := 0; k < writers; k++ {
 		wrng := rand.New(rand.NewSource(rng.Int63()))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				c := wrng.Int63n(chunks/writers)*writers + int64(w)
-				in := wrng.Int63n(chunk - 1)
-				l := 1 + wrng.Int63n(min(chunk-1, chunk-in)) // never the whole chunk
-				buf := make([]byte, l)
-				wrng.Read(buf)
-				off := c*chunk + in
+				off, buf := w.partialWrite(wrng, k, writers)
 				_, err := a.WriteAt(buf, off)
 				mu.Lock()
 				if err == nil {
@@ -927,29 +939,23 @@ func killedWritesTrial(t *testing.T, level stripe.Level, n, failed, lost int, po
 					return
 				}
 				if done.Add(1) == kill {
-					power.On()
+					w.power.On()
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	a.Abandon()
-	for _, c := range cs {
+	for _, c := range w.cs {
 		c.CrashKeep(0, 1) // the pages keep everything they were given
 	}
-	power.Off()
-	missing := roles[:failed+lost]
-	var keepDevs []raid.Device
-	for r := range devs {
-		if !slices.Contains(missing, r) {
-			keepDevs = append(keepDevs, devs[r])
-		}
-	}
-	b := assembleArray(t, keepDevs, opts)
+	w.power.Off()
+	missing := w.roles[:failed+lost]
+	b := w.assembleWithout(t, missing)
 	st := b.Status()
 	require.True(t, st.Degraded, "seed %d", seed)
 	if st.Journal != nil {
 		t.Logf("seed %d: %d records replayed", seed, st.Journal.Replayed)
 	}
-	o.verifyMissing(t, b, fmt.Sprintf("seed %d: %s killed, missing roles %v after (%v while writing)", seed, level, missing, roles[:failed]), missing)
+	o.verifyMissing(t, b, fmt.Sprintf("seed %d: %s killed, missing roles %v after (%v while writing)", seed, level, missing, w.roles[:failed]), missing)
 }

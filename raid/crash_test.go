@@ -541,24 +541,36 @@ func powerCut(a *raid.Array, cs []*membertest.Crashable, power *membertest.Toggl
 // RAIDD_WRITE_HOLE_POLICY=bitmap runs the same test without the journal,
 // to show that it fails then.
 func TestCrashWriteHole(t *testing.T) {
-	seed := testSeed(t)
 	policy := writeHolePolicy(t)
-	for _, s := range []struct {
-		level        stripe.Level
-		n            int
-		failed, lost int // members missing while writing; more missing after the crash
-	}{
+	runHoleShapes(t, []holeShape{
 		{stripe.RAID5, 3, 1, 0},
 		{stripe.RAID5, 4, 1, 0},
 		{stripe.RAID5, 4, 0, 1},
 		{stripe.RAID6, 4, 1, 1},
 		{stripe.RAID6, 5, 2, 0},
 		{stripe.RAID6, 5, 0, 2},
-	} {
+	}, 4, func(t *testing.T, s holeShape, seed int64) {
+		writeHoleTrial(t, s.level, s.n, s.failed, s.lost, policy, seed)
+	})
+}
+
+// holeShape is an array shape of the write-hole tests: failed members
+// missing while writing, lost more missing after the crash.
+type holeShape struct {
+	level        stripe.Level
+	n            int
+	failed, lost int
+}
+
+// runHoleShapes runs trial trials times on each shape, the shapes side by
+// side, each trial with a seed of its own derived from the test's.
+func runHoleShapes(t *testing.T, shapes []holeShape, trials int, trial func(t *testing.T, s holeShape, seed int64)) {
+	seed := testSeed(t)
+	for _, s := range shapes {
 		t.Run(fmt.Sprintf("%s/members=%d/failed=%d/lost=%d", s.level, s.n, s.failed, s.lost), func(t *testing.T) {
 			t.Parallel()
-			for trial := 0; trial < 4; trial++ {
-				writeHoleTrial(t, s.level, s.n, s.failed, s.lost, policy, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n)+int64(s.failed)*101)
+			for k := 0; k < trials; k++ {
+				trial(t, s, seed+int64(k)*7919+int64(s.level)*31+int64(s.n)+int64(s.failed)*101)
 			}
 		})
 	}
@@ -883,25 +895,15 @@ func TestJournalLegacyLog(t *testing.T) {
 // kept, and nothing later reaches it. RAIDD_WRITE_HOLE_POLICY=bitmap
 // runs it without the journal, to show that it fails then.
 func TestCrashWriteHoleInMemory(t *testing.T) {
-	seed := testSeed(t)
 	policy := writeHolePolicy(t)
-	for _, s := range []struct {
-		level        stripe.Level
-		n            int
-		failed, lost int
-	}{
+	runHoleShapes(t, []holeShape{
 		{stripe.RAID5, 3, 1, 0},
 		{stripe.RAID5, 4, 0, 1},
 		{stripe.RAID6, 5, 1, 1},
 		{stripe.RAID6, 5, 0, 2},
-	} {
-		t.Run(fmt.Sprintf("%s/members=%d/failed=%d/lost=%d", s.level, s.n, s.failed, s.lost), func(t *testing.T) {
-			t.Parallel()
-			for trial := 0; trial < 6; trial++ {
-				killedWritesTrial(t, s.level, s.n, s.failed, s.lost, policy, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n)+int64(s.failed)*101)
-			}
-		})
-	}
+	}, 6, func(t *testing.T, s holeShape, seed int64) {
+		killedWritesTrial(t, s.level, s.n, s.failed, s.lost, policy, seed)
+	})
 }
 
 // heldCrashable is a crashable member that says it is held in memory.

@@ -212,21 +212,23 @@ func benchWriteHoleConcurrent(b *testing.B, s benchShape, latency time.Duration,
 	})
 }
 
+// rusage returns the process's resource usage so far (zero if the call
+// fails).
+func rusage() syscall.Rusage {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru
+}
+
 // ctxSwitches returns the context switches (voluntary and not) of the
 // process's threads so far.
 func ctxSwitches() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
+	ru := rusage()
 	return ru.Nvcsw + ru.Nivcsw
 }
 
 // cpuTime returns the user and system CPU time the process has used.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
+	ru := rusage()
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,13 +66,7 @@ func BenchmarkTmpfsRandomWrite4K(b *testing.B) {
 
 // minorFaults returns the page faults the process has taken that needed no
 // I/O (on tmpfs: a page mapped, or allocated, on first touch).
-func minorFaults() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Minflt
-}
+func minorFaults() int64 { return rusage().Minflt }
 
 // randomWrites4K writes 4 KiB at random aligned offsets of a, from the
 // benchmark's parallel goroutines, until b.N writes are done.

@@ -399,8 +399,9 @@ const rowShards = 64
 
 // rowShard is one part of the row table: the rows r with r % rowShards
 // equal to its index that have a record in the current epoch, and spare
-// entries. Padded to its own cache lines, so that writers of different
-// shards do not share one.
+// entries. Padded to 64 bytes, so that no two shards' locks share a cache
+// line (the table is not aligned to lines: a shard's map and free list
+// may share one with the next shard's lock).
 type rowShard struct {
 	mu   sync.Mutex
 	rows map[int64]*rowEntry
@@ -436,7 +437,6 @@ type journal struct {
 	// a shard's lock (or alone), and no other lock is taken under it.
 	cacheMu sync.Mutex
 	cached  []*rowEntry
-	ncached atomic.Int32 // len(cached), read without cacheMu
 
 	bufs sync.Pool
 
@@ -861,7 +861,6 @@ func (j *journal) uncacheLocked(e *rowEntry) {
 	e.w = e.w[:0]
 	if i := slices.Index(j.cached, e); i >= 0 {
 		j.cached = slices.Delete(j.cached, i, i+1)
-		j.ncached.Store(int32(len(j.cached)))
 	}
 }
 
@@ -1081,9 +1080,8 @@ func (j *journal) keep(op *Op, rl *RowLog) {
 		// stripe lock until they return): no later record needs them in
 		// its W, so the row keeps no spans, and no partial parities
 		// either, which only a W with others' spans uses (takeCached).
-		if j.ncached.Load() != 0 {
-			j.uncache(e) // cached by an op of an earlier view
-		}
+		// (No entry is cached in such an epoch: only other views cache,
+		// and the change of view checkpointed, which emptied the cache.)
 		return
 	}
 	e.spans = append(e.spans, rl.own...)
@@ -1109,7 +1107,6 @@ func (j *journal) keep(op *Op, rl *RowLog) {
 	if len(j.cached) > maxCachedRows {
 		j.uncacheLocked(j.cached[0])
 	}
-	j.ncached.Store(int32(len(j.cached)))
 }
 
 // syncMembers syncs every writable member of op's view (Sync, a FLUSH, and

@@ -226,14 +226,26 @@ func connect(t testing.TB, ts *testServer, name string, structured bool) *client
 
 func (cl *client) send(typ, flags uint16, offset uint64, length uint32, payload []byte) uint64 {
 	cl.t.Helper()
-	cl.nextHandle++
-	h := cl.nextHandle
-	cl.sendWithHandle(h, typ, flags, offset, length, payload)
+	h, b := cl.request(typ, flags, offset, length, payload)
+	cl.write(b)
 	return h
 }
 
 func (cl *client) sendWithHandle(h uint64, typ, flags uint16, offset uint64, length uint32, payload []byte) {
 	cl.t.Helper()
+	cl.write(cl.requestWithHandle(h, typ, flags, offset, length, payload))
+}
+
+// request is send without the write: it registers the request under a new
+// handle and returns its bytes (header and payload), for a caller that
+// sends several at once.
+func (cl *client) request(typ, flags uint16, offset uint64, length uint32, payload []byte) (uint64, []byte) {
+	cl.nextHandle++
+	h := cl.nextHandle
+	return h, cl.requestWithHandle(h, typ, flags, offset, length, payload)
+}
+
+func (cl *client) requestWithHandle(h uint64, typ, flags uint16, offset uint64, length uint32, payload []byte) []byte {
 	b := make([]byte, 28, 28+len(payload))
 	binary.BigEndian.PutUint32(b[0:], magicRequest)
 	binary.BigEndian.PutUint16(b[4:], flags)
@@ -242,7 +254,7 @@ func (cl *client) sendWithHandle(h uint64, typ, flags uint16, offset uint64, len
 	binary.BigEndian.PutUint64(b[16:], offset)
 	binary.BigEndian.PutUint32(b[24:], length)
 	cl.addPending(h, pendingReq{typ: typ, offset: offset, length: length})
-	cl.write(append(b, payload...))
+	return append(b, payload...)
 }
 
 // reply is a complete (possibly multi-chunk) reply to one request.

@@ -43,12 +43,10 @@ type conn struct {
 	bw       *bufio.Writer
 	werr     error // first write error; guarded by wmu
 	wpending atomic.Int32
-	// hold, set by the reader, says the last one out leaves the buffer
-	// unflushed: the reader has more requests in hand and flushes before
-	// it can block (holdReplies, releaseReplies). held is the reader's own
-	// note that it set hold.
+	// hold, set only by the reader, says the last one out leaves the
+	// buffer unflushed: the reader has more requests in hand and flushes
+	// before it can block (holdReplies, releaseReplies).
 	hold atomic.Bool
-	held bool
 	// wdeadline is the write deadline last set (see armWrite); guarded by
 	// wmu.
 	wdeadline time.Time
@@ -673,11 +671,7 @@ func (c *conn) lockWriter() {
 // for in-flight bytes) changed nothing on RAID5 random writes: the reader
 // has released by the time the workers finish.
 func (c *conn) holdReplies() {
-	if c.br.Buffered() < requestHeaderLen {
-		return
-	}
-	if !c.held {
-		c.held = true
+	if c.br.Buffered() >= requestHeaderLen && !c.hold.Load() {
 		c.hold.Store(true)
 	}
 }
@@ -686,10 +680,9 @@ func (c *conn) holdReplies() {
 // goroutine holding or waiting for the writer lock flushes when it is the
 // last out). Reader only.
 func (c *conn) releaseReplies() {
-	if !c.held {
+	if !c.hold.Load() {
 		return
 	}
-	c.held = false
 	c.hold.Store(false)
 	c.lockWriter()
 	c.unlockWriter()

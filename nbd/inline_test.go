@@ -2,7 +2,6 @@ package nbd
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -299,17 +298,8 @@ func TestInlineRepliesShareWrites(t *testing.T) {
 	run := func(flags []uint16) []uint64 {
 		var batch []byte
 		for i, f := range flags {
-			cl.nextHandle++
-			h := cl.nextHandle
-			b := make([]byte, 28, 28+blk)
-			binary.BigEndian.PutUint32(b[0:], magicRequest)
-			binary.BigEndian.PutUint16(b[4:], f)
-			binary.BigEndian.PutUint16(b[6:], cmdWrite)
-			binary.BigEndian.PutUint64(b[8:], h)
-			binary.BigEndian.PutUint64(b[16:], uint64(i*blk))
-			binary.BigEndian.PutUint32(b[24:], blk)
-			cl.addPending(h, pendingReq{typ: cmdWrite, offset: uint64(i * blk), length: blk})
-			batch = append(batch, append(b, pattern(blk, byte(i+1))...)...)
+			_, b := cl.request(cmdWrite, f, uint64(i*blk), blk, pattern(blk, byte(i+1)))
+			batch = append(batch, b...)
 		}
 		cl.write(batch) // the whole run in one write: the server reads it at once
 		var got []uint64
@@ -322,12 +312,12 @@ func TestInlineRepliesShareWrites(t *testing.T) {
 	}
 
 	before := l.writes.Load()
-	sent := run(make([]uint16, n))
+	order := run(make([]uint16, n))
 	want := make([]uint64, n)
 	for i := range want {
 		want[i] = cl.nextHandle - uint64(n-1-i)
 	}
-	assert.Equal(t, want, sent, "inline replies in request order")
+	assert.Equal(t, want, order, "inline replies in request order")
 	runWrites := l.writes.Load() - before
 	assert.Less(t, runWrites, int64(n/2), "%d pipelined inline WRITEs answered with %d write calls", n, runWrites)
 	for i := range n {

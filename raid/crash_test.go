@@ -662,9 +662,10 @@ func newHoleArray(t *testing.T, level stripe.Level, n, failed int, rows int64, p
 		power: membertest.NewToggle(membertest.Always()), opts: raid.Options{CleanDelay: -1}}
 	for i := range w.cs {
 		w.cs[i] = membertest.NewCrashable(memberSizeFor(holeChunk, rows))
-		var m raid.Member = keep{membertest.Inject(w.cs[i], w.power)}
+		k := keep{membertest.Inject(w.cs[i], w.power)}
+		var m raid.Member = k
 		if held {
-			m = heldCrashable{m.(keep)}
+			m = heldCrashable{k}
 		}
 		w.devs[i] = raid.Device{Path: fmt.Sprint("wh", i), Member: m}
 	}

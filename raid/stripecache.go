@@ -656,12 +656,12 @@ func (a *Array) cacheFlusher(ctx context.Context) {
 						defer wg.Done()
 						for {
 							idle.Add(1)
-							s, ok := <-work
+							next, ok := <-work
 							idle.Add(-1)
 							if !ok {
 								return
 							}
-							_ = a.flushStripe(s, true) // recorded for the next Sync
+							_ = a.flushStripe(next, true) // recorded for the next Sync
 						}
 					}()
 				}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/raidd/raidd/internal/member"
 	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/stripe"
 )
@@ -89,6 +90,9 @@ type ioReq struct {
 	// to read ahead (readahead.go); one holds p for its vectored call.
 	ahead int64
 	one   [1][]byte
+	// done: already served, with the batch's other reads of members held
+	// in memory (readSideBySide).
+	done bool
 }
 
 // vectorIO is implemented by members that read or write several buffers
@@ -518,6 +522,9 @@ func (op *Op) Run() int {
 	if op.nextN > 0 {
 		op.planAhead()
 	}
+	if n > 1 && op.v.inMemory {
+		op.readSideBySide()
+	}
 	// Hand all but the last unmerged request to the workers; do that one
 	// here. When enough requests already run at once to keep every core
 	// busy, fanning out only adds hand-offs: then do them all here, and let
@@ -533,7 +540,7 @@ func (op *Op) Run() int {
 	}
 	if op.a.active.Load() > op.a.inlineAbove && !op.readsDirect() {
 		for i := 0; i <= last; i++ {
-			if r := &op.batch[i]; !r.merged {
+			if r := &op.batch[i]; !r.merged && !r.done {
 				r.do()
 			}
 		}
@@ -549,7 +556,7 @@ func (op *Op) Run() int {
 	cheap := false
 	for i := 0; i < last; i++ {
 		r := &op.batch[i]
-		if r.merged {
+		if r.merged || r.done {
 			continue
 		}
 		if r.cheap() {
@@ -562,12 +569,12 @@ func (op *Op) Run() int {
 	}
 	if cheap {
 		for i := 0; i < last; i++ {
-			if r := &op.batch[i]; !r.merged && r.cheap() {
+			if r := &op.batch[i]; !r.merged && !r.done && r.cheap() {
 				r.do()
 			}
 		}
 	}
-	if last >= 0 {
+	if last >= 0 && !op.batch[last].done {
 		op.batch[last].do()
 	}
 	op.wg.Wait()
@@ -613,7 +620,7 @@ func (op *Op) Run() int {
 		}
 		r.p, r.dev, r.wg, r.err, r.repl, r.repair = nil, nil, nil, nil, false, false
 		r.vec, r.merged, r.shared = nil, false, nil
-		r.ahead, r.one[0] = 0, nil
+		r.ahead, r.one[0], r.done = 0, nil, false
 	}
 	clear(op.iov)
 	op.iov = op.iov[:0]
@@ -647,6 +654,45 @@ func direct(dev Member) bool {
 // inlineReadMax is the largest read that Array.ReadsInline lets the NBD
 // request reader serve itself.
 const inlineReadMax = 64 << 10
+
+// readSideBySide serves the batch's plain reads of member files held in
+// memory side by side, when there are two or more (the old data and parity
+// of a read-modify-write, a reconstruct-write's other data chunks): their
+// copies out of pages that are out of the cache then wait for memory
+// together instead of in turn (member.ReadSideBySide). It marks them done;
+// if they cannot all be served so, it leaves them all to Run. Reads
+// larger than a chunk of the default size (sideBySideMax) are left to
+// Run: the CPU's prefetcher streams such a read once its first page is
+// in, and whole chunks of sequential reads come merged (vectorize).
+func (op *Op) readSideBySide() {
+	var reads [16]member.SideRead
+	var at [len(reads)]int
+	n := 0
+	for i := range op.batch {
+		r := &op.batch[i]
+		if r.kind != ioRead || r.merged || r.vec != nil || r.ahead > 0 || r.repair || len(r.p) > sideBySideMax {
+			continue
+		}
+		f, ok := r.dev.(*member.File)
+		if !ok {
+			continue
+		}
+		if n == len(reads) {
+			break
+		}
+		reads[n], at[n] = member.SideRead{F: f, P: r.p, Off: r.off}, i
+		n++
+	}
+	if n < 2 || !member.ReadSideBySide(reads[:n]) {
+		return
+	}
+	for _, i := range at[:n] {
+		op.batch[i].done = true
+	}
+}
+
+// sideBySideMax is the largest read readSideBySide takes.
+const sideBySideMax = 64 << 10
 
 // cheap reports whether r is memory work that never waits for a device
 // and is not worth a hand-off (see Run).

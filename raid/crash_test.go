@@ -918,6 +918,10 @@ func killedWritesTrial(t *testing.T, level stripe.Level, n, failed, lost int, po
 	// Few rows: each takes several writes before the kill.
 	w := newHoleArray(t, level, n, failed, 8, policy, true, rng, seed)
 	a, o := w.a, w.o
+	var slotted int64
+	if j := a.Status().Journal; j != nil {
+		slotted = j.SlotBytes
+	}
 	// The kill comes once kill writes have returned, while the others run.
 	kill := int64(8 + rng.Intn(40))
 	var done atomic.Int64
@@ -959,6 +963,49 @@ func killedWritesTrial(t *testing.T, level stripe.Level, n, failed, lost int, po
 	require.True(t, st.Degraded, "seed %d", seed)
 	if st.Journal != nil {
 		t.Logf("seed %d: %d records replayed", seed, st.Journal.Replayed)
+		require.Positive(t, slotted, "seed %d: members held in memory: a slotted log", seed)
 	}
 	o.verifyMissing(t, b, fmt.Sprintf("seed %d: %s killed, missing roles %v after (%v while writing)", seed, level, missing, w.roles[:failed]), missing)
+}
+
+// TestSlottedLogClearsRecords: in a slotted log (members held in memory) a
+// record's slot is cleared once its row write is done, so no record of a
+// finished write is left for a replay: a partial write of a row, then a
+// full-stripe write of the same row (which needs no record), then a kill,
+// and an assembly without one of the row's data members that the partial
+// write left alone. Were the partial write's record still valid, its
+// replay would rebuild the row's parity from that member's bytes before
+// the full-stripe write, and the missing member would read them. The
+// array must read the full-stripe write everywhere, and replay nothing.
+func TestSlottedLogClearsRecords(t *testing.T) {
+	for _, level := range []stripe.Level{stripe.RAID5, stripe.RAID6} {
+		t.Run(level.String(), func(t *testing.T) {
+			seed := testSeed(t)
+			rng := rand.New(rand.NewSource(seed))
+			w := newHoleArray(t, level, 5, 0, 8, raid.PolicyJournal, true, rng, seed)
+			a, o := w.a, w.o
+			require.Positive(t, a.Status().Journal.SlotBytes, "a slotted log")
+			geo := a.Geometry()
+			row := rng.Int63n(geo.Rows())
+			width := geo.StripeWidth()
+			part := make([]byte, 4096)
+			rng.Read(part)
+			_, err := a.WriteAt(part, row*width+1024) // data index 0 of the row
+			require.NoError(t, err)
+			o.writeDurable(row*width+1024, part)
+			full := make([]byte, width)
+			rng.Read(full)
+			_, err = a.WriteAt(full, row*width)
+			require.NoError(t, err)
+			o.writeDurable(row*width, full)
+			a.Abandon()
+			for _, c := range w.cs {
+				c.CrashKeep(0, 1)
+			}
+			missing := []int{geo.DataMember(row, 1)}
+			b := w.assembleWithout(t, missing)
+			assert.Zero(t, b.Status().Journal.Replayed, "seed %d: no record of a finished write is left", seed)
+			o.verifyMissing(t, b, fmt.Sprintf("seed %d: %s row %d, missing member %v", seed, level, row, missing), missing)
+		})
+	}
 }

@@ -75,8 +75,8 @@ func LegacyLog(uuid [16]byte, epoch, seq uint64, row int64, pieces []LegacyPiece
 // FutureLogHeader returns a log header block of a format version this
 // build does not know (tests only).
 func FutureLogHeader(uuid [16]byte, epoch uint64) []byte {
-	b := encodeLogHeader(uuid, epoch)
-	le.PutUint32(b[36:], logV2+1)
+	b := encodeLogHeader(uuid, epoch, 0)
+	le.PutUint32(b[36:], logV3+1)
 	le.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
 	return b
 }

@@ -98,35 +98,74 @@ func TestRecordRejects(t *testing.T) {
 	}
 }
 
-// TestLogHeaderVersions: a header this build writes says version 2; a
-// version 1 header (an older raidd's) reads as version 1; a header of an
-// unknown version is refused with errLogVersion, never read as another
-// format; another array's or a damaged header is no header.
+// TestLogHeaderVersions: a header this build writes says version 2, or
+// version 3 with its slot size; a version 1 header (an older raidd's)
+// reads as version 1; a header of an unknown version is refused with
+// errLogVersion, never read as another format; another array's or a
+// damaged header (its version, its slot size) is no header.
 func TestLogHeaderVersions(t *testing.T) {
 	uuid := [16]byte{1, 2, 3}
-	h := encodeLogHeader(uuid, 5)
-	e, v, err := decodeLogHeader(h, uuid)
+	h := encodeLogHeader(uuid, 5, 0)
+	e, v, slot, err := decodeLogHeader(h, uuid)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, e)
 	assert.Equal(t, logV2, v)
-	e, v, err = decodeLogHeader(encodeLogHeaderV1(uuid, 6), uuid)
+	assert.Zero(t, slot)
+	e, v, slot, err = decodeLogHeader(encodeLogHeader(uuid, 8, 33*recAlign), uuid)
+	require.NoError(t, err)
+	assert.EqualValues(t, 8, e)
+	assert.Equal(t, logV3, v)
+	assert.EqualValues(t, 33*recAlign, slot)
+	e, v, _, err = decodeLogHeader(encodeLogHeaderV1(uuid, 6), uuid)
 	require.NoError(t, err)
 	assert.EqualValues(t, 6, e)
 	assert.Equal(t, logV1, v)
-	_, _, err = decodeLogHeader(h, [16]byte{9})
+	_, _, _, err = decodeLogHeader(h, [16]byte{9})
 	assert.ErrorIs(t, err, errBadRecord, "another array's log")
 	future := bytes.Clone(h)
-	le.PutUint32(future[36:], 3)
+	le.PutUint32(future[36:], 4)
 	le.PutUint32(future[40:], crc32.Checksum(future[:40], castagnoli))
-	_, _, err = decodeLogHeader(future, uuid)
+	_, _, _, err = decodeLogHeader(future, uuid)
 	assert.ErrorIs(t, err, errLogVersion, "a newer format")
 	h[37] ^= 1
-	_, _, err = decodeLogHeader(h, uuid)
+	_, _, _, err = decodeLogHeader(h, uuid)
 	assert.ErrorIs(t, err, errBadRecord, "damaged version")
 	h[37] ^= 1
 	h[24] ^= 1
-	_, _, err = decodeLogHeader(h, uuid)
+	_, _, _, err = decodeLogHeader(h, uuid)
 	assert.ErrorIs(t, err, errBadRecord, "damaged header")
+	s := encodeLogHeader(uuid, 9, 4*recAlign)
+	s[45] ^= 1
+	_, _, _, err = decodeLogHeader(s, uuid)
+	assert.ErrorIs(t, err, errBadRecord, "damaged slot size")
+	bad := encodeLogHeader(uuid, 9, recAlign+1)
+	_, _, _, err = decodeLogHeader(bad, uuid)
+	assert.ErrorIs(t, err, errBadRecord, "a slot size that is not whole blocks")
+}
+
+// FuzzDecodeLogHeader: no header block makes decodeLogHeader panic, and
+// one it accepts of version 2 or 3 is what encodeLogHeader writes for its
+// epoch and slot size.
+func FuzzDecodeLogHeader(f *testing.F) {
+	uuid := [16]byte{7, 7}
+	f.Add(encodeLogHeader(uuid, 3, 0))
+	f.Add(encodeLogHeader(uuid, 4, 66*recAlign))
+	f.Add(encodeLogHeaderV1(uuid, 5))
+	f.Add(make([]byte, logHeaderSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		epoch, v, slot, err := decodeLogHeader(b, uuid)
+		if err != nil || v == logV1 {
+			return
+		}
+		want := encodeLogHeader(uuid, epoch, slot)
+		n := 44
+		if v == logV3 {
+			n = 56
+		}
+		if !bytes.Equal(b[:n], want[:n]) {
+			t.Fatalf("version %d header %x decodes to epoch %d, slot %d, which encode as %x", v, b[:n], epoch, slot, want[:n])
+		}
+	})
 }
 
 func testPPL() pplRecord {

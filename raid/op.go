@@ -236,6 +236,10 @@ type Op struct {
 	logPlan          [2]int        // the logs the row's record is planned for (logQueue.planned)
 	nLogPlan         int
 	logBufs          [2]*[]byte // the buffers of the row's record's P' and Q' (logBuf)
+	// logSlots are the slots the row's record took (a slotted log,
+	// journal.slot): EndRow clears them once the row's writes are done.
+	logSlots  [2]logSlot
+	nLogSlots int
 
 	// sums are the shared checksums of writes of the same buffers to
 	// several members (checksums.go); the first nSums are in use.

@@ -120,6 +120,10 @@ type JournalStatus struct {
 	// LogWrites counts the durable log writes, every member's: records
 	// written together (group commit) share one.
 	LogWrites int64 `json:"log_writes"`
+	// SlotBytes is the slot size of the current epoch's log when it is
+	// slotted (every member held in memory: records in reused slots,
+	// cleared once their row write is done); 0 when records are appended.
+	SlotBytes int64 `json:"slot_bytes"`
 }
 
 // ConsistencyPolicyOf names, in md's words, what keeps the redundancy of
@@ -256,7 +260,10 @@ func (a *Array) Status() Status {
 	}
 	st.ConsistencyPolicy = ConsistencyPolicyOf(meta)
 	if j := a.journal; j != nil {
-		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed, LogWrites: j.logWrites.Load()}
+		j.mu.RLock()
+		slot := j.slot
+		j.mu.RUnlock()
+		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed, LogWrites: j.logWrites.Load(), SlotBytes: slot}
 	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}

@@ -307,8 +307,12 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 		if a.ConsistencyPolicy != "" {
 			fmt.Fprintf(w, "  consistency policy: %s", a.ConsistencyPolicy)
 			if j := a.Journal; j != nil {
-				fmt.Fprintf(w, " (write-hole journal: %s per member, %d partial-stripe rows recorded, %s written in %d log writes, %d checkpoints, %d records replayed at start)",
-					formatSize(j.AreaBytes), j.Records, formatSize(j.BytesWritten), j.LogWrites, j.Checkpoints, j.Replayed)
+				layout := "appended"
+				if j.SlotBytes > 0 {
+					layout = "in " + formatSize(j.SlotBytes) + " slots, members in memory"
+				}
+				fmt.Fprintf(w, " (write-hole journal: %s per member, records %s, %d partial-stripe rows recorded, %s written in %d log writes, %d checkpoints, %d records replayed at start)",
+					formatSize(j.AreaBytes), layout, j.Records, formatSize(j.BytesWritten), j.LogWrites, j.Checkpoints, j.Replayed)
 			}
 			fmt.Fprintln(w)
 		}

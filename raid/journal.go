@@ -67,11 +67,12 @@ import (
 // parities and a span per data member): a record takes a free slot of each
 // of its logs, and EndRow clears the slots (zeroes their magic) once the
 // row's writes are done, before the row's stripe lock is released, and
-// frees them. The free slots are taken last-freed first, so the few in use
-// at a time stay in the CPU's cache, where a record appended at the tail of
-// a 16 MiB log is a write to memory every time; no row keeps an entry in
-// the row table, and no log fills up (no slot free is taken as a full log:
-// a checkpoint). At any time a row has at most one valid record, of the
+// frees them. The free slots are taken last-freed first, so that the few
+// in use stay warm in the cache and the TLB. No row keeps an entry in the
+// row table (its map insert and shard lock were 6% of the engine's CPU per
+// random 4 KiB write in a profile), and no log fills up, so the random
+// writes meet no checkpoint (no slot free is taken as a full log: a
+// checkpoint). At any time a row has at most one valid record, of the
 // write in flight (or cut by a kill): replay applies the valid records of
 // the epoch found in any slot, in seq order. A record cleared, or left by
 // an earlier epoch, is not valid. The header (format version 3) gives the

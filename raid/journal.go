@@ -1780,18 +1780,26 @@ func (j *journal) open(replay bool) error {
 func (j *journal) scan(buf []byte, epoch uint64) []pplRecord {
 	var recs []pplRecord
 	for pos := int64(0); pos+pplHeaderSize <= j.cap; {
-		n, err := pplLength(buf[pos:], epoch, j.cap-pos)
-		if err != nil {
-			break
-		}
-		r, err := decodePPL(buf[pos:pos+n], epoch, j.a.geo.Members())
-		if err != nil {
+		r, n, ok := j.recordAt(buf[pos:], epoch, j.cap-pos)
+		if !ok {
 			break
 		}
 		recs = append(recs, r)
 		pos += roundUp(n, recAlign)
 	}
 	return recs
+}
+
+// recordAt decodes the partial parity record of epoch at the start of b,
+// of at most limit bytes, and returns it with its unpadded length; ok is
+// false when b does not start with a valid one.
+func (j *journal) recordAt(b []byte, epoch uint64, limit int64) (r pplRecord, n int64, ok bool) {
+	n, err := pplLength(b, epoch, limit)
+	if err != nil {
+		return r, 0, false
+	}
+	r, err = decodePPL(b[:n], epoch, j.a.geo.Members())
+	return r, n, err == nil
 }
 
 // scanSlots returns the valid partial parity records of epoch in a
@@ -1801,15 +1809,9 @@ func (j *journal) scan(buf []byte, epoch uint64) []pplRecord {
 func (j *journal) scanSlots(buf []byte, epoch uint64, slot int64) []pplRecord {
 	var recs []pplRecord
 	for pos := int64(0); pos+slot <= int64(len(buf)); pos += slot {
-		n, err := pplLength(buf[pos:], epoch, slot)
-		if err != nil {
-			continue
+		if r, _, ok := j.recordAt(buf[pos:], epoch, slot); ok {
+			recs = append(recs, r)
 		}
-		r, err := decodePPL(buf[pos:pos+n], epoch, j.a.geo.Members())
-		if err != nil {
-			continue
-		}
-		recs = append(recs, r)
 	}
 	return recs
 }

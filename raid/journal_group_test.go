@@ -232,3 +232,79 @@ func TestJournalInMemoryLogWritesAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got), "the degraded array reads every byte written")
 }
+
+// TestSlottedLogFull: a slotted log with every slot taken (more row writes
+// in flight than it has slots: members held in memory whose data writes
+// take a millisecond) checkpoints, as a full appended log does, and goes
+// on; every write reads back, and so it does after a crash of the process
+// and an assembly without a data member.
+func TestSlottedLogFull(t *testing.T) {
+	const chunk, writers, each = 64 << 10, 32, 8
+	dataOff := dataOffsetOf(stripe.RAID5, 4, chunk)
+	var slow atomic.Bool
+	mems := make([]*member.Memory, 4)
+	var devs []raid.Device
+	for i := range mems {
+		mems[i] = member.NewMemory(memberSizeFor(chunk, 4*writers))
+		m := membertest.Inject(mems[i], membertest.InjectorFunc(func(op membertest.Op, off, _ int64) error {
+			if slow.Load() && op == membertest.OpWrite && off >= dataOff {
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}))
+		devs = append(devs, raid.Device{Path: fmt.Sprint("m", i), Member: heldCrashable{keep{m}}})
+	}
+	a, err := raid.Create(devs, raid.CreateOptions{Name: "full", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	j0 := *a.Status().Journal
+	require.Positive(t, j0.SlotBytes, "members held in memory: a slotted log")
+	slots := (j0.AreaBytes - 4096) / j0.SlotBytes
+	require.Less(t, slots, int64(writers), "fewer slots than writers")
+	want := make([]byte, a.Size())
+	rand.New(rand.NewSource(3)).Read(want)
+	_, err = a.WriteAt(want, 0)
+	require.NoError(t, err)
+	width := a.Geometry().StripeWidth()
+	rows := a.Size() / width
+	require.GreaterOrEqual(t, rows, int64(4*writers))
+	slow.Store(true)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewSource(int64(w) + 10))
+			for range each {
+				// A row of its own, all with the same parity member (so
+				// that their records take the slots of one log).
+				row := int64(4*w) % rows
+				off := row*width + 4096*rng.Int63n(width/4096)
+				p := want[off : off+4096]
+				rng.Read(p)
+				_, err := a.WriteAt(p, off)
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	slow.Store(false)
+	j := a.Status().Journal
+	t.Logf("%d slots, %d records, %d checkpoints", slots, j.Records-j0.Records, j.Checkpoints-j0.Checkpoints)
+	require.Positive(t, j.Checkpoints-j0.Checkpoints, "the slots ran out: checkpoints")
+	got := make([]byte, len(want))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "every write reads back")
+
+	var keepDevs []raid.Device
+	for i := 1; i < len(mems); i++ {
+		c := member.NewMemory(mems[i].Size())
+		_, err := c.WriteAt(mems[i].Bytes(), 0)
+		require.NoError(t, err)
+		keepDevs = append(keepDevs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
+	}
+	require.NoError(t, a.Close())
+	b := assembleArray(t, keepDevs, raid.Options{CleanDelay: -1})
+	clear(got)
+	_, err = b.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "the degraded array reads every byte written")
+}

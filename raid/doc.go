@@ -55,9 +55,10 @@
 //     each row write with Op.BeginRow and Op.EndRow, asks Op.PlanRowLog
 //     before it reads whether the row needs a record, and calls Op.LogRow
 //     with the row's partial parity before it runs the row's writes; the
-//     records go to the parity members' log areas, and Assemble replays
-//     them by recomputing the parity (journal_v1.go replays the redo log
-//     an older raidd wrote).
+//     records go to the parity members' log areas (appended, or on
+//     members held in memory into reused slots that EndRow clears), and
+//     Assemble replays them by recomputing the parity (journal_v1.go
+//     replays the redo log an older raidd wrote).
 //   - View is an immutable snapshot of the member set behind an atomic
 //     pointer. Op is one request's context: the View it uses, scratch space,
 //     and the member I/O it queues, which a per-array worker pool runs in

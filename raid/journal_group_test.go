@@ -200,11 +200,7 @@ func TestJournalInMemoryLogWritesAtOnce(t *testing.T) {
 				// Rows of its own (so no two writes overlap), all with
 				// member 3's parity (so their records meet on one log).
 				row := (int64(w+k*writers) * 4) % rows
-				off := row*width + 4096*rng.Int63n(width/4096)
-				p := want[off : off+4096]
-				rng.Read(p)
-				_, err := a.WriteAt(p, off)
-				require.NoError(t, err)
+				writeBlock(t, a, want, row*width+4096*rng.Int63n(width/4096), rng)
 			}
 		})
 	}
@@ -214,8 +210,17 @@ func TestJournalInMemoryLogWritesAtOnce(t *testing.T) {
 	require.Equal(t, int64(writers*each), records, "every partial write is recorded")
 	require.Equal(t, records, logWrites, "each record is written at once, by its own writer")
 
-	// A crash of the process: the members as they are, the array dirty,
-	// and data member 0 missing at the restart.
+	b := killedWithoutFirst(t, a, mems)
+	require.Positive(t, j.SlotBytes, "members held in memory: a slotted log")
+	require.Zero(t, b.Status().Journal.Replayed, "every write was done: no record is left")
+	requireReads(t, b, want, "the degraded array reads every byte written")
+}
+
+// killedWithoutFirst returns the array that mems hold after a crash of
+// the process that ran a on them (the members as they are, the array
+// dirty), assembled without member 0; it closes a.
+func killedWithoutFirst(t *testing.T, a *raid.Array, mems []*member.Memory) *raid.Array {
+	t.Helper()
 	var keep []raid.Device
 	for i := 1; i < len(mems); i++ {
 		c := member.NewMemory(mems[i].Size())
@@ -224,13 +229,26 @@ func TestJournalInMemoryLogWritesAtOnce(t *testing.T) {
 		keep = append(keep, raid.Device{Path: fmt.Sprint("m", i), Member: c})
 	}
 	require.NoError(t, a.Close())
-	b := assembleArray(t, keep, raid.Options{CleanDelay: -1})
-	require.Positive(t, j.SlotBytes, "members held in memory: a slotted log")
-	require.Zero(t, b.Status().Journal.Replayed, "every write was done: no record is left")
-	got := make([]byte, len(want))
-	_, err = b.ReadAt(got, 0)
+	return assembleArray(t, keep, raid.Options{CleanDelay: -1})
+}
+
+// writeBlock writes random bytes to the 4 KiB of a at off, and the same
+// to want, a's model.
+func writeBlock(t *testing.T, a *raid.Array, want []byte, off int64, rng *rand.Rand) {
+	t.Helper()
+	p := want[off : off+4096]
+	rng.Read(p)
+	_, err := a.WriteAt(p, off)
 	require.NoError(t, err)
-	require.True(t, bytes.Equal(want, got), "the degraded array reads every byte written")
+}
+
+// requireReads requires a to read want from its start.
+func requireReads(t *testing.T, a *raid.Array, want []byte, msg string) {
+	t.Helper()
+	got := make([]byte, len(want))
+	_, err := a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), msg)
 }
 
 // TestSlottedLogFull: a slotted log with every slot taken (more row writes
@@ -276,11 +294,7 @@ func TestSlottedLogFull(t *testing.T) {
 				// A row of its own, all with the same parity member (so
 				// that their records take the slots of one log).
 				row := int64(4*w) % rows
-				off := row*width + 4096*rng.Int63n(width/4096)
-				p := want[off : off+4096]
-				rng.Read(p)
-				_, err := a.WriteAt(p, off)
-				require.NoError(t, err)
+				writeBlock(t, a, want, row*width+4096*rng.Int63n(width/4096), rng)
 			}
 		})
 	}
@@ -289,22 +303,6 @@ func TestSlottedLogFull(t *testing.T) {
 	j := a.Status().Journal
 	t.Logf("%d slots, %d records, %d checkpoints", slots, j.Records-j0.Records, j.Checkpoints-j0.Checkpoints)
 	require.Positive(t, j.Checkpoints-j0.Checkpoints, "the slots ran out: checkpoints")
-	got := make([]byte, len(want))
-	_, err = a.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(want, got), "every write reads back")
-
-	var keepDevs []raid.Device
-	for i := 1; i < len(mems); i++ {
-		c := member.NewMemory(mems[i].Size())
-		_, err := c.WriteAt(mems[i].Bytes(), 0)
-		require.NoError(t, err)
-		keepDevs = append(keepDevs, raid.Device{Path: fmt.Sprint("m", i), Member: c})
-	}
-	require.NoError(t, a.Close())
-	b := assembleArray(t, keepDevs, raid.Options{CleanDelay: -1})
-	clear(got)
-	_, err = b.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(want, got), "the degraded array reads every byte written")
+	requireReads(t, a, want, "every write reads back")
+	requireReads(t, killedWithoutFirst(t, a, mems), want, "the degraded array reads every byte written")
 }

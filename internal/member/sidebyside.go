@@ -52,8 +52,7 @@ func ReadSideBySide(reads []SideRead) bool {
 	}
 	for _, r := range reads {
 		f, n := r.F, int64(len(r.P))
-		if f.direct || f.closed.Load() || f.shrunk.Load() || r.Off+n > f.size ||
-			!f.mappable(r.Off, n) || !f.allData(r.Off, n) {
+		if f.direct || f.closed.Load() || f.shrunk.Load() || !f.mappable(r.Off, n) || !f.allData(r.Off, n) {
 			return false
 		}
 	}

@@ -472,8 +472,9 @@ type journal struct {
 	uuid   [16]byte
 	maxRec int64
 	// slot is the slot size of the epoch's slotted log, 0 when records
-	// are appended (see "A slotted log"); it changes only with the epoch.
-	slot int64
+	// are appended (see "A slotted log"); it changes only with the epoch,
+	// under mu held exclusively (atomic for Status, which does not take mu).
+	slot atomic.Int64
 
 	// mu is held shared by a row write from BeginRow to EndRow and
 	// exclusively by a checkpoint and by Sync while the members sync.
@@ -1130,7 +1131,7 @@ func contiguous(op *Op, lm []int) bool {
 // the row that had them longest when more than maxCachedRows rows have
 // them.
 func (j *journal) keep(op *Op, rl *RowLog) {
-	if j.slot > 0 {
+	if j.slot.Load() > 0 {
 		// A slotted log: the record is cleared at EndRow, so the row has
 		// none in the epoch once its write is done, and keeps nothing.
 		return
@@ -1249,7 +1250,7 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 			op.logPlan[k] = op.logPlan[op.nLogPlan]
 			planned = true
 		}
-		if j.slot > 0 || !q.leader && len(q.queue) == 0 && inMemory(op.v.devs[m]) {
+		if j.slot.Load() > 0 || !q.leader && len(q.queue) == 0 && inMemory(op.v.devs[m]) {
 			j.writeNow(op, m, q, p)
 		} else {
 			q.queue = append(q.queue, p)
@@ -1304,7 +1305,7 @@ func (j *journal) append(op *Op, vec [][]byte, size int64, lm []int) error {
 // whose write failed.
 func (j *journal) writeNow(op *Op, m int, q *logQueue, p *pendingRec) {
 	p.done = true
-	if j.slot > 0 {
+	if j.slot.Load() > 0 {
 		j.writeSlot(op, m, q, p)
 		return
 	}
@@ -1323,8 +1324,9 @@ func (j *journal) writeNow(op *Op, m int, q *logQueue, p *pendingRec) {
 // frees them all). A slot whose write failed is free again: its member
 // failed, and is not replayed.
 func (j *journal) writeSlot(op *Op, m int, q *logQueue, p *pendingRec) {
-	if p.size > j.slot {
-		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds its slot (%d): slotFor is wrong", p.size, j.slot))
+	slot := j.slot.Load()
+	if p.size > slot {
+		panic(fmt.Sprintf("raid: journal record of %d bytes exceeds its slot (%d): slotFor is wrong", p.size, slot))
 	}
 	n := len(q.free)
 	if n == 0 {
@@ -1333,7 +1335,7 @@ func (j *journal) writeSlot(op *Op, m int, q *logQueue, p *pendingRec) {
 	}
 	s := q.free[n-1]
 	q.free = q.free[:n-1]
-	p.kind, p.err = j.writeLog(op, m, p.vec, int64(s)*j.slot, p.size)
+	p.kind, p.err = j.writeLog(op, m, p.vec, int64(s)*slot, p.size)
 	if p.err != nil {
 		q.free = append(q.free, s)
 		return
@@ -1346,8 +1348,9 @@ func (j *journal) writeSlot(op *Op, m int, q *logQueue, p *pendingRec) {
 // finds no record of the row. A slot whose clear failed stays taken; its
 // member is failed.
 func (j *journal) clearSlots(op *Op) {
+	slot := j.slot.Load()
 	for _, s := range op.logSlots[:op.nLogSlots] {
-		at := j.off + logHeaderSize + int64(s.slot)*j.slot
+		at := j.off + logHeaderSize + int64(s.slot)*slot
 		if _, err := op.v.devs[s.m].WriteAt(zeroPage[:len(pplMagic)], at); err != nil {
 			op.countError(s.m, false, ioWrite)
 			op.fail(s.m, &MemberError{Op: "write", Member: s.m, Offset: -1, Err: fmt.Errorf("write-hole log slot: %w", err)})
@@ -1383,10 +1386,11 @@ func (j *journal) slotFor(v *View) int64 {
 // slotted or not (slotFor). It runs with j.mu held exclusively, or before
 // the array serves.
 func (j *journal) startEpoch(v *View) {
-	j.slot = j.slotFor(v)
+	slot := j.slotFor(v)
+	j.slot.Store(slot)
 	slots := int32(0)
-	if j.slot > 0 {
-		slots = int32(j.cap / j.slot)
+	if slot > 0 {
+		slots = int32(j.cap / slot)
 	}
 	for m := range j.logs {
 		q := &j.logs[m]
@@ -1612,7 +1616,7 @@ func (j *journal) checkpoint(op *Op) {
 	j.syncAll(op, v, nil)
 	j.epoch++
 	j.startEpoch(v)
-	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot))
+	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot.Load()))
 	j.cacheMu.Lock()
 	for len(j.cached) > 0 {
 		j.uncacheLocked(j.cached[0]) // which removes it from cached
@@ -1766,7 +1770,7 @@ func (j *journal) open(replay bool) error {
 	op := j.a.getOp()
 	defer j.a.putOp(op)
 	op.v = v
-	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot))
+	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot.Load()))
 	if op.failed != 0 {
 		return fmt.Errorf("%w: write the log headers: %w", ErrJournal, op.memberErrors())
 	}

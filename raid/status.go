@@ -260,10 +260,7 @@ func (a *Array) Status() Status {
 	}
 	st.ConsistencyPolicy = ConsistencyPolicyOf(meta)
 	if j := a.journal; j != nil {
-		j.mu.RLock()
-		slot := j.slot
-		j.mu.RUnlock()
-		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed, LogWrites: j.logWrites.Load(), SlotBytes: slot}
+		st.Journal = &JournalStatus{AreaBytes: int64(meta.LogLength), Records: j.records.Load(), BytesWritten: j.bytes.Load(), Checkpoints: j.checkpoints.Load(), Replayed: j.replayed, LogWrites: j.logWrites.Load(), SlotBytes: j.slot.Load()}
 	}
 	st.History = a.recentEvents()
 	held := map[int]bool{}

@@ -108,6 +108,7 @@ type request struct {
 	// (payload.go), with the device's error streamErr.
 	streamed  bool
 	streamErr error
+	received  int // the bytes of a streamed payload the device received in place
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -230,7 +231,7 @@ func (c *conn) readLoop() {
 			continue
 		}
 		r := requestPool.Get().(*request)
-		r.h, r.streamed, r.streamErr = h, false, nil
+		r.h, r.streamed, r.streamErr, r.received = h, false, nil, 0
 		inline := c.inlineWrite(&h) || c.inlineRead(&h) // the reader runs it itself
 		if !inline || (h.typ == cmdWrite && c.br.Buffered() < int(h.length)) {
 			c.releaseReplies() // it may wait: for a worker, a budget, or its payload
@@ -370,6 +371,7 @@ func (c *conn) execute(r *request) {
 			if err == nil {
 				c.s.stats.bytesWritten.Add(n)
 				c.s.stats.bytesStreamed.Add(n)
+				c.s.stats.bytesReceived.Add(int64(r.received))
 			}
 		} else if n > 0 {
 			err = c.writeData(*r.buf, off, fua)

@@ -158,6 +158,29 @@ type InlineReader interface {
 	ReadsInline(n int) bool
 }
 
+// Receiver is implemented by devices whose writes can be received straight
+// into their memory (raidd's RAID0 of members held in memory): a large
+// WRITE that the reader runs itself (InlineWriter) and streams
+// (payload.go) then goes from the socket into the device's pages, without
+// a copy from the server's buffer.
+//
+// ReceiveAt writes len(p) bytes at off. It asks for the payload through
+// recv, once at most, with the device's memory that the payload's next
+// bytes go to (dsts, in order): recv places bytes there and returns how
+// many it placed, all of dsts unless it also returns an error. ReceiveAt
+// returns the length of the prefix of the write it received and wrote (0
+// when it declines, and then it must not call recv), and an error: recv's,
+// as returned, or the device's, which fails the WRITE. p is scratch of the
+// write's length, used only for its address; the device must not retain
+// it. The server writes whatever ReceiveAt did not (the rest of the
+// payload) with WriteAt, so a device may stop at any point, for example
+// where recv failed because dsts could not be written (a fault). The
+// server has checked the range, and calls ReceiveAt only for writes it
+// would otherwise pass to WriteAt without FUA.
+type Receiver interface {
+	ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (int, error)
+}
+
 // MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a
 // FLUSH or FUA completed on one connection makes every write completed on any
 // connection durable, and every connection sees the same data.
@@ -187,6 +210,7 @@ type caps struct {
 	inlineAt   InlineWriterAt
 	inlineRead InlineReader
 	prefetcher Prefetcher
+	receiver   Receiver
 }
 
 func discoverCaps(d Device) caps {
@@ -207,6 +231,7 @@ func discoverCaps(d Device) caps {
 	c.inlineAt, _ = d.(InlineWriterAt)
 	c.inlineRead, _ = d.(InlineReader)
 	c.prefetcher, _ = d.(Prefetcher)
+	c.receiver, _ = d.(Receiver)
 	return c
 }
 

@@ -88,6 +88,9 @@ type Options struct {
 	// itself (InlineWriter) whole before writing it, instead of writing
 	// it piece by piece as it arrives (see payload.go).
 	NoStreamWrites bool
+	// NoReceive makes streamed WRITEs go through the server's buffer even
+	// when the device could receive them in place (Receiver).
+	NoReceive bool
 	// Hold, when set, is called as each connection enters transmission,
 	// and the function it returns when the connection ends. raidd serve
 	// passes internal/awake's Hold, which keeps the Go runtime's system

@@ -1,6 +1,8 @@
 package nbd
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -68,6 +70,18 @@ type streamer struct {
 	done   int    // bytes of p written to the device (or skipped after an error)
 	err    error  // what ended the receive (nil: p is full)
 	devErr error  // the first device error
+
+	// A payload received in place (Receiver): recvFn is recv bound once,
+	// dsts the device's memory being filled (its unfilled part, which
+	// recvRaw advances), placed the bytes received, and fault says the
+	// kernel could not write there (EFAULT).
+	recvFn  func(dsts [][]byte) (int, error)
+	rawFn   func(fd uintptr) bool
+	dsts    [][]byte
+	iov     [][]byte // dsts' backing array
+	placed  int
+	fault   bool
+	receive bool // the device receives in place (Receiver, not Options.NoReceive)
 }
 
 // newStreamer returns a streamer for c's socket, or nil when it is not a
@@ -83,7 +97,8 @@ func newStreamer(c *conn) *streamer {
 		return nil
 	}
 	s := &streamer{c: c, rc: rc}
-	s.fn = s.read
+	s.fn, s.recvFn, s.rawFn = s.read, s.recv, s.recvRaw
+	s.receive = c.exp.receiver != nil && !c.s.opts.NoReceive
 	return s
 }
 
@@ -94,14 +109,28 @@ func (c *conn) streams(h *requestHeader) bool {
 }
 
 // readStreamed reads r's payload into its buffer and writes it to the
-// device as it arrives. It returns the error that ended the receive (the
-// connection is then done); a device error is returned as devErr, to be
-// the WRITE's reply.
+// device as it arrives; a device that receives in place (Receiver) takes
+// what it can of it first. It returns the error that ended the receive
+// (the connection is then done); a device error is returned as devErr, to
+// be the WRITE's reply.
 func (s *streamer) readStreamed(r *request) (devErr, err error) {
 	p := *r.buf
 	s.p, s.off, s.done, s.err, s.devErr = p, int64(r.h.offset), 0, nil, nil
 	s.got, _ = s.c.br.Read(p[:s.c.br.Buffered()]) // what the buffered reader holds first
-	if rerr := s.rc.Read(s.fn); rerr != nil {
+	if s.receive && s.got < len(p) {
+		s.write(s.got) // written from the buffer; the device receives the rest
+		if s.devErr == nil {
+			r.received = s.receiveRest()
+		}
+		if s.err != nil {
+			err = s.err
+			s.p, s.err, s.devErr = nil, nil, nil
+			return nil, err
+		}
+	}
+	if s.got == len(p) {
+		err = nil
+	} else if rerr := s.rc.Read(s.fn); rerr != nil {
 		err = rerr
 	} else {
 		err = s.err
@@ -113,6 +142,93 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 	s.p, s.err, s.devErr = nil, nil, nil
 	return devErr, err
 }
+
+// receiveRest has the device receive the payload from s.got on in place,
+// and returns how many bytes it took. What it did not take is left for
+// readStreamed's usual receive (s.got and s.done are past what it took);
+// a device error is kept in devErr, a failed connection in err.
+func (s *streamer) receiveRest() int {
+	s.fault = false
+	from := s.got
+	k, derr := s.c.exp.receiver.ReceiveAt(s.p[from:], s.off+int64(from), s.recvFn)
+	if k < 0 || k > len(s.p)-from {
+		k, derr = 0, fmt.Errorf("nbd: Receiver took %d of %d bytes", k, len(s.p)-from)
+	}
+	s.got, s.done = from+k, from+k
+	if derr != nil && s.err == nil && !s.fault {
+		s.devErr = derr
+	}
+	return k
+}
+
+// recv is the Receiver's recv: it reads the payload's next bytes into
+// dsts, with vectored reads, waiting in the runtime's poller as read does.
+func (s *streamer) recv(dsts [][]byte) (int, error) {
+	if s.err != nil || s.fault {
+		return 0, errRecvStopped
+	}
+	s.iov = append(s.iov[:0], dsts...)
+	s.dsts, s.placed = s.iov, 0
+	for len(s.dsts) > 0 && len(s.dsts[0]) == 0 {
+		s.dsts = s.dsts[1:]
+	}
+	if len(s.dsts) > 0 {
+		if rerr := s.rc.Read(s.rawFn); rerr != nil && s.err == nil {
+			s.err = rerr
+		}
+	}
+	n := s.placed
+	clear(s.iov)
+	s.dsts, s.placed = nil, 0
+	switch {
+	case s.err != nil:
+		return n, s.err
+	case s.fault:
+		return n, errRecvFault
+	}
+	return n, nil
+}
+
+// recvRaw is recv's RawConn.Read callback.
+func (s *streamer) recvRaw(fd uintptr) bool {
+	for len(s.dsts) > 0 {
+		n, err := unix.Readv(int(fd), s.dsts[:min(len(s.dsts), maxIOV)])
+		switch {
+		case n > 0:
+			s.placed += n
+			for n > 0 {
+				k := min(n, len(s.dsts[0]))
+				s.dsts[0] = s.dsts[0][k:]
+				n -= k
+				if len(s.dsts[0]) == 0 {
+					s.dsts = s.dsts[1:]
+				}
+			}
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return false
+		case err == unix.EFAULT:
+			s.fault = true
+			return true
+		case err == nil: // the peer closed the connection
+			s.err = io.ErrUnexpectedEOF
+			return true
+		default:
+			s.err = err
+			return true
+		}
+	}
+	return true
+}
+
+// maxIOV bounds the pieces of one vectored read (Linux's UIO_MAXIOV).
+const maxIOV = 1024
+
+// Errors recv returns besides the connection's own.
+var (
+	errRecvFault   = errors.New("nbd: the device's memory could not take the payload (EFAULT)")
+	errRecvStopped = errors.New("nbd: recv called after it failed")
+)
 
 // read is the RawConn.Read callback: it returns false to wait in the
 // runtime's poller for more of the payload.

@@ -37,6 +37,9 @@ type Stats struct {
 	// BytesStreamed is the part of BytesWritten written to the device
 	// while the payload arrived (payload.go).
 	BytesStreamed int64
+	// BytesReceived is the part of BytesStreamed received straight into
+	// the device's memory (Receiver).
+	BytesReceived int64
 	ErrorReplies  int64 // replies carrying an error, any cause
 }
 
@@ -46,7 +49,7 @@ type counters struct {
 	tlsHandshakes, tlsFailures                         atomic.Int64
 	cmds                                               [numCmdCounters]atomic.Int64
 	bytesRead, bytesWritten, errorReplies              atomic.Int64
-	bytesSpliced, bytesStreamed                        atomic.Int64
+	bytesSpliced, bytesStreamed, bytesReceived         atomic.Int64
 }
 
 const numCmdCounters = 9 // cmdRead..cmdBlockStatus (0..7) and "other" (8)
@@ -84,6 +87,7 @@ func (s *Server) Stats() Stats {
 		BytesRead:          c.bytesRead.Load(),
 		BytesSpliced:       c.bytesSpliced.Load(),
 		BytesStreamed:      c.bytesStreamed.Load(),
+		BytesReceived:      c.bytesReceived.Load(),
 		BytesWritten:       c.bytesWritten.Load(),
 		ErrorReplies:       c.errorReplies.Load(),
 	}

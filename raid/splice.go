@@ -49,8 +49,10 @@ type spliceSource interface {
 
 // splicePiece is one member file range of a planned read.
 type splicePiece struct {
-	src syscall.RawConn
-	off int64 // file offset
+	m   int             // the member's role
+	dev Member          // the member
+	src syscall.RawConn // a read's file (nil for a write)
+	off int64           // file offset
 	n   int64
 	at  int64 // offset in the read
 }
@@ -58,35 +60,48 @@ type splicePiece struct {
 // splicePlan collects the member reads of an Op in planning mode (Run
 // records them instead of running them).
 type splicePlan struct {
-	on     bool    // the Op plans: Run records
-	ok     bool    // every recorded read can be spliced
-	base   uintptr // address of the read's buffer
-	size   int64
-	pieces []splicePiece
+	on    bool // the Op plans: Run records
+	write bool // it plans a received write (receive.go), not a read
+	ok    bool // every recorded request can be served so
+	// touched: the members the recorded writes go to (Op.touched).
+	touched uint64
+	base    uintptr // address of the read's buffer
+	size    int64
+	pieces  []splicePiece
 }
 
 // record takes the batch of a planning Op. Every request must be a read of
 // a page-cache file into the read's own buffer (a reconstruction's scratch
 // buffer, a write, a replacement: the plan fails).
+//
+// Planning a received write (write set), every request must instead be a
+// write, from the write's own buffer, to a member that can receive in
+// place (receiver).
 func (pl *splicePlan) record(batch []ioReq) {
+	want := ioRead
+	if pl.write {
+		want = ioWrite
+	}
 	for i := range batch {
 		r := &batch[i]
-		if r.kind != ioRead || r.repl || r.repair || r.ahead > 0 || len(r.p) == 0 {
+		if r.kind != want || r.repl || r.repair || r.ahead > 0 || len(r.p) == 0 {
 			pl.ok = false
 			return
 		}
-		s, ok := r.dev.(spliceSource)
-		if !ok {
-			pl.ok = false
-			return
+		var src syscall.RawConn
+		ok := false
+		if pl.write {
+			_, ok = r.dev.(receiver)
+		} else if s, is := r.dev.(spliceSource); is {
+			src, ok = s.SpliceSource()
 		}
-		src, ok := s.SpliceSource()
 		at := int64(uintptr(unsafe.Pointer(unsafe.SliceData(r.p))) - pl.base)
 		if !ok || at < 0 || at+r.n > pl.size || int64(len(r.p)) != r.n {
 			pl.ok = false
 			return
 		}
-		pl.pieces = append(pl.pieces, splicePiece{src: src, off: r.off, n: r.n, at: at})
+		pl.touched |= 1 << uint(r.m)
+		pl.pieces = append(pl.pieces, splicePiece{m: r.m, dev: r.dev, src: src, off: r.off, n: r.n, at: at})
 	}
 }
 
@@ -107,7 +122,7 @@ func (pl *splicePlan) tiles() bool {
 			return false // a gap or an overlap
 		}
 		at += p.n
-		if k > 0 && ps[k-1].src == p.src && ps[k-1].off+ps[k-1].n == p.off {
+		if k > 0 && ps[k-1].dev == p.dev && ps[k-1].off+ps[k-1].n == p.off {
 			ps[k-1].n += p.n
 			continue
 		}
@@ -121,7 +136,7 @@ func (pl *splicePlan) tiles() bool {
 func (pl *splicePlan) reset() {
 	clear(pl.pieces)
 	pl.pieces = pl.pieces[:0]
-	pl.on, pl.ok, pl.base, pl.size = false, false, 0, 0
+	pl.on, pl.write, pl.ok, pl.base, pl.size, pl.touched = false, false, false, 0, 0, 0
 }
 
 // SpliceReadAt serves a read of len(p) bytes at off by calling send for

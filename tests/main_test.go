@@ -425,6 +425,7 @@ type nbdCounters struct {
 	Spliced  int64 `json:"bytes_spliced"` // of Read, sent from member files
 	Written  int64 `json:"bytes_written"`
 	Streamed int64 `json:"bytes_streamed"` // of Written, written while they arrived
+	Received int64 `json:"bytes_received"` // of Streamed, received straight into the members
 }
 
 // nbdCounters returns the server's NBD payload counters so far.

@@ -81,6 +81,9 @@ type nbdStats struct {
 	// BytesStreamed: the part of BytesWritten written to the array while
 	// the payload arrived (nbd's streamed WRITEs).
 	BytesStreamed int64 `json:"bytes_streamed"`
+	// BytesReceived: the part of BytesStreamed received straight into
+	// the members' memory (nbd.Receiver).
+	BytesReceived int64 `json:"bytes_received"`
 	ErrorReplies  int64 `json:"error_replies"`
 	// Resource bounds (nbd.Options.MaxConnections and the timeouts).
 	RefusedConnections int64 `json:"refused_connections"`
@@ -100,7 +103,8 @@ func toNBDStats(s nbd.Stats) nbdStats {
 		Caches: s.Caches, WriteZeroes: s.WriteZeroes, Disconnects: s.Disconnects,
 		BlockStatuses: s.BlockStatuses, OtherCommands: s.OtherCommands, BytesRead: s.BytesRead,
 		BytesSpliced: s.BytesSpliced,
-		BytesWritten: s.BytesWritten, BytesStreamed: s.BytesStreamed, ErrorReplies: s.ErrorReplies,
+		BytesWritten: s.BytesWritten, BytesStreamed: s.BytesStreamed,
+		BytesReceived: s.BytesReceived, ErrorReplies: s.ErrorReplies,
 		RefusedConnections: s.RefusedConnections, IdleTimeouts: s.IdleTimeouts,
 		IOTimeouts: s.IOTimeouts, InFlightBytes: s.InFlightBytes,
 		TLSHandshakes: s.TLSHandshakes, TLSFailures: s.TLSFailures,

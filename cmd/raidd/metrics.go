@@ -102,6 +102,18 @@ func (t *timedArray) SpliceReadAt(p []byte, off int64, send func(src syscall.Raw
 	return true
 }
 
+// ReceiveAt times a write received into the members' memory, from its
+// first byte received to its last (so it includes the client's sending);
+// one it declines is timed by the WriteAt that serves it.
+func (t *timedArray) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (int, error) {
+	start := time.Now()
+	n, err := t.Array.ReceiveAt(p, off, recv)
+	if n > 0 {
+		observe(t.write, start)
+	}
+	return n, err
+}
+
 func (t *timedArray) WriteAt(p []byte, off int64) (int, error) {
 	defer observe(t.write, time.Now())
 	return t.Array.WriteAt(p, off)
@@ -231,6 +243,7 @@ var (
 	descNBDSplicedBytes = newDesc("raidd_nbd_read_spliced_bytes_total", "Payload bytes of NBD READ replies sent from member files without a copy (splice).", prometheus.CounterValue)
 	descNBDWriteBytes   = newDesc("raidd_nbd_written_bytes_total", "Payload bytes written by successful NBD WRITEs.", prometheus.CounterValue)
 	descNBDStreamed     = newDesc("raidd_nbd_written_streamed_bytes_total", "Payload bytes of NBD WRITEs written to the array while they arrived.", prometheus.CounterValue)
+	descNBDReceived     = newDesc("raidd_nbd_written_received_bytes_total", "Payload bytes of NBD WRITEs received straight into the members' memory (no copy from a buffer).", prometheus.CounterValue)
 	descNBDErrors       = newDesc("raidd_nbd_error_replies_total", "NBD replies carrying an error.", prometheus.CounterValue)
 )
 
@@ -322,6 +335,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(descNBDSplicedBytes, float64(n.BytesSpliced))
 	emit(descNBDWriteBytes, float64(n.BytesWritten))
 	emit(descNBDStreamed, float64(n.BytesStreamed))
+	emit(descNBDReceived, float64(n.BytesReceived))
 	emit(descNBDErrors, float64(n.ErrorReplies))
 }
 

@@ -1,0 +1,141 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// recvDev is a pieceDev that receives WRITEs in place (Receiver): it hands
+// the server its memory for the write in three pieces. upto > 0 takes only
+// that prefix; faultAfter > 0 puts a read-only page after that many bytes,
+// where the kernel's receive fails with EFAULT; devErr fails the write
+// after receiving it; decline takes nothing.
+type recvDev struct {
+	*pieceDev
+	upto, faultAfter int
+	devErr           error
+	decline          bool
+	ro               []byte // the read-only page
+	calls            int
+}
+
+func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (int, error) {
+	d.calls++
+	if d.decline {
+		return 0, nil
+	}
+	n := len(p)
+	if d.upto > 0 {
+		n = d.upto
+	}
+	d.mu.Lock() // the pieceDev's: no WriteAt meanwhile
+	defer d.mu.Unlock()
+	d.memDev.mu.Lock()
+	defer d.memDev.mu.Unlock()
+	mem := d.data[off : off+int64(n)]
+	var dsts [][]byte
+	if d.faultAfter > 0 {
+		dsts = [][]byte{mem[:d.faultAfter], d.ro, mem[d.faultAfter:]}
+	} else {
+		dsts = [][]byte{mem[:n/3], mem[n/3 : 2*n/3], mem[2*n/3:]}
+	}
+	got, err := recv(dsts)
+	if d.faultAfter > 0 && got > d.faultAfter {
+		return 0, fmt.Errorf("bytes placed past the fault: %d", got)
+	}
+	if err == nil && d.devErr != nil {
+		return got, d.devErr
+	}
+	return got, err
+}
+
+// TestReceivedWrite: a large streamed WRITE to a device that receives in
+// place goes from the socket into the device's memory: what the reader had
+// buffered is written with WriteAt, the rest received, counted in
+// BytesReceived, and acknowledged once. A device that takes only a prefix,
+// or whose memory faults part way (EFAULT), gets the rest through WriteAt,
+// with the bytes where they belong; a device error fails the WRITE with
+// EIO; a device that declines is streamed as before. The connection goes
+// on after each.
+func TestReceivedWrite(t *testing.T) {
+	ro, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANON)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Munmap(ro) })
+	const size = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		dev      recvDev
+		errno    uint32
+		received int64 // of the part the reader had not buffered; -1: all of it
+	}{
+		{name: "whole", received: -1},
+		{name: "prefix", dev: recvDev{upto: size / 2}, received: -2},
+		{name: "fault", dev: recvDev{faultAfter: 300 << 10}, received: -2},
+		{name: "device error", dev: recvDev{devErr: errors.New("injected")}, errno: errnoIO},
+		{name: "decline", dev: recvDev{decline: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := tc.dev
+			dev.pieceDev = &pieceDev{memDev: newMemDev(4 << 20), inline: true}
+			dev.ro = ro
+			ts := startServer(t, oneExport(&dev), true)
+			cl := connect(t, ts, "disk", true)
+			payload := pattern(size, 11)
+			off := uint64(8192)
+			h := sendTrickled(t, cl, dev.pieceDev, off, payload, 128<<10, false)
+			r := cl.readReply()
+			require.Equal(t, h, r.handle)
+			require.Equal(t, tc.errno, r.errno)
+			require.Equal(t, 1, dev.calls, "ReceiveAt is asked once")
+			st := ts.s.Stats()
+			if tc.errno != 0 {
+				assert.Zero(t, st.BytesWritten)
+			} else {
+				assert.Equal(t, payload, dev.snapshot(int64(off), size))
+				assert.Equal(t, int64(size), st.BytesStreamed)
+				// What WriteAt wrote and what was received tile the
+				// payload.
+				var viaWriteAt int64
+				for _, w := range dev.writes() {
+					viaWriteAt += w[1]
+				}
+				assert.Equal(t, int64(size), viaWriteAt+st.BytesReceived)
+				switch tc.received {
+				case -1:
+					assert.Greater(t, st.BytesReceived, int64(size/2))
+					assert.Less(t, viaWriteAt, int64(size/2), "only what the reader had buffered")
+				case -2:
+					assert.Positive(t, st.BytesReceived)
+					assert.Positive(t, viaWriteAt)
+				default:
+					assert.Zero(t, st.BytesReceived)
+				}
+			}
+			require.Zero(t, cl.writeAt(0, pattern(4096, 2), 0))
+			assert.Equal(t, pattern(4096, 2), cl.read(0, 4096))
+		})
+	}
+}
+
+// TestReceivedWriteOff: with NoReceive a device that could receive in
+// place is never asked.
+func TestReceivedWriteOff(t *testing.T) {
+	dev := recvDev{pieceDev: &pieceDev{memDev: newMemDev(4 << 20), inline: true}}
+	opts := oneExport(&dev)
+	opts.NoReceive = true
+	ts := startServer(t, opts, true)
+	cl := connect(t, ts, "disk", true)
+	payload := pattern(1<<20, 12)
+	h := sendTrickled(t, cl, dev.pieceDev, 0, payload, 128<<10, false)
+	r := cl.readReply()
+	require.Equal(t, h, r.handle)
+	require.Zero(t, r.errno)
+	assert.Zero(t, dev.calls)
+	assert.Equal(t, payload, dev.snapshot(0, 1<<20))
+	assert.Zero(t, ts.s.Stats().BytesReceived)
+}

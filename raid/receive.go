@@ -1,0 +1,183 @@
+package raid
+
+import (
+	"runtime/debug"
+	"unsafe"
+)
+
+// Writes received into the members (NBD WRITE payloads on RAID0 of
+// members held in memory).
+//
+// ReceiveAt is the write-side twin of SpliceReadAt: it plans a write
+// exactly as WriteAt does, through the Layout's WriteAt on an Op that
+// records its member writes instead of running them, and if every byte of
+// the write goes to exactly one place of a member that can take bytes
+// straight from the caller's receive (internal/member.File: a file held
+// in memory, through its mapping), it hands the caller the members' memory
+// for the whole write, in the write's order, to receive into with one
+// vectored read. The NBD server's receive then copies the payload from the
+// socket into the members' pages, and the copy from its buffer into them
+// is not made.
+//
+// It declines, before any byte is received, whenever the plan is anything
+// else: a level that writes a byte twice (mirrors) or writes what it did
+// not receive (parity), the stripe cache or the gather queue, a member
+// being replaced, checksums (each block's sum is computed as it is
+// written), a degraded or failed array, members not held in memory. The
+// caller then writes with WriteAt. Zero elision is kept: all-zero aligned
+// blocks that were received are punched afterwards, so the members end as
+// WriteAt would leave them.
+
+// receiver is implemented by members that can take a write's bytes
+// straight from a receive (internal/member.File; see receive.go there).
+type receiver interface {
+	HoldForReceive() bool
+	ReceiveSlice(off, n int64) ([]byte, bool)
+	Received(off, n int64)
+	ReleaseReceive()
+}
+
+// ReceiveAt writes len(p) bytes at array offset off, taking them from
+// recv, which places the write's next bytes into dsts, in order, and
+// returns how many it placed (all of dsts unless it also returns an
+// error). p is scratch of the write's length: its content is neither read
+// nor changed, only its address is used to plan. It returns the length of
+// the prefix of the write that was received and written (0 when it
+// declined, see above, and then recv was not called), and recv's error or
+// the array's. The caller writes the rest, [off+done, off+len(p)), itself
+// (WriteAt): what a member could not receive in place (a fault, a range
+// its mapping does not serve) is written, and its failure met and
+// reported, there. Not durable on return, as WriteAt.
+func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (done int, err error) {
+	n := int64(len(p))
+	if n == 0 || a.csum != nil || a.cache != nil || a.traits.LockWrites {
+		return 0, nil
+	}
+	if err := a.enter(); err != nil {
+		return 0, nil
+	}
+	defer a.leave()
+	first, last := a.geo.StripeRange(off, n)
+	if a.checkRange(off, n, true) != nil || a.coalescable(off, n, first, last) {
+		return 0, nil
+	}
+	op := a.getOp()
+	defer a.putOp(op)
+	if op.v.failed || !op.v.inMemory {
+		return 0, nil
+	}
+	pl := &op.plan
+	pl.on, pl.ok, pl.write = true, true, true
+	pl.base, pl.size = uintptr(unsafe.Pointer(unsafe.SliceData(p))), n
+	op.noElide = true // plan the bytes, not what they will turn out to be
+	perr := a.layout.WriteAt(op, p, off)
+	op.noElide, pl.on = false, false
+	if perr != nil || !pl.ok || !pl.tiles() {
+		return 0, nil
+	}
+	// Hold every member written, once each, in the order of their roles,
+	// until the bytes are received and searched for zero blocks (and
+	// before the punches run: a member that cannot punch writes zeroes,
+	// through its mapping).
+	var held uint64
+	release := func() {
+		for m := 0; held != 0; m++ {
+			if held&(1<<uint(m)) != 0 {
+				op.v.devs[m].(receiver).ReleaseReceive()
+				held &^= 1 << uint(m)
+			}
+		}
+	}
+	defer release()
+	for m := 0; m < len(op.v.devs); m++ {
+		if pl.touched&(1<<uint(m)) == 0 {
+			continue
+		}
+		if !op.v.devs[m].(receiver).HoldForReceive() {
+			return 0, nil
+		}
+		held |= 1 << uint(m)
+	}
+	dsts := op.iov[:0]
+	for _, pc := range pl.pieces {
+		d, ok := pc.dev.(receiver).ReceiveSlice(pc.off, pc.n)
+		if !ok {
+			break // the rest is the caller's
+		}
+		dsts = append(dsts, d)
+	}
+	op.iov = dsts
+	if len(dsts) == 0 {
+		return 0, nil
+	}
+	if a.beginWrite() != nil {
+		return 0, nil
+	}
+	defer a.endWrite()
+	rowLo, rowHi := a.geo.RowRange(off, n)
+	if a.markWrite(rowLo, rowHi) != nil {
+		return 0, nil
+	}
+	defer a.doneWrite(rowLo, rowHi)
+	a.clientOps.Add(1)
+	op.cause = causeWrite
+	done, err = recv(dsts)
+	left, punched := done, int64(0)
+	for i, d := range dsts {
+		if left == 0 {
+			break
+		}
+		pc := pl.pieces[i]
+		got := min(left, len(d))
+		left -= got
+		pc.dev.(receiver).Received(pc.off, int64(got))
+		punched += a.elideReceived(op, pc.m, pc.off, d[:got])
+	}
+	release()
+	clear(op.iov)
+	op.iov = op.iov[:0]
+	// Punched blocks count as elided (when the punch succeeds), as
+	// WriteAt counts them, not as written.
+	a.member.written[causeWrite].Add(int64(done) - punched)
+	a.stats.clientWritten.Add(int64(done))
+	op.touched = pl.touched
+	op.Run() // the punches of received zero blocks
+	if ferr := a.finishWrite(op, nil); err == nil {
+		err = ferr
+	}
+	return done, err
+}
+
+// elideReceived queues the punch of every aligned all-zero block of mem,
+// the bytes just received at offset off of member m, as Op.Write punches
+// them instead of writing them when the array elides zeroes. mem is the
+// member's mapping, which the caller holds; a fault (a file shrunk behind
+// raidd's back) ends the search, and those bytes stay written. It returns
+// the bytes queued for punching.
+func (a *Array) elideReceived(op *Op, m int, off int64, mem []byte) (punched int64) {
+	if !a.zeroElide || len(mem) < elideMin {
+		return 0
+	}
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		_ = recover()
+	}()
+	start := -1 // where the current run of zero blocks starts
+	b := int((elideMin - off%elideMin) % elideMin)
+	for ; b+elideMin <= len(mem); b += elideMin {
+		switch z := isZero(mem[b : b+elideMin]); {
+		case z && start < 0:
+			start = b
+		case !z && start >= 0:
+			op.queue(ioDiscard, m, nil, off+int64(start), int64(b-start))
+			punched += int64(b - start)
+			start = -1
+		}
+	}
+	if start >= 0 {
+		op.queue(ioDiscard, m, nil, off+int64(start), int64(b-start))
+		punched += int64(b - start)
+	}
+	return punched
+}

@@ -33,7 +33,15 @@
 //     has arrived unwritten, the reader writes it before it waits for
 //     more, so the copy into the Device fills the time it would have
 //     waited for the client. The WRITE is still answered once, after its
-//     last piece (Options.NoStreamWrites turns this off).
+//     last piece (Options.NoStreamWrites turns this off). A Device that
+//     can take the bytes in its own memory (Receiver: raidd's RAID0 of
+//     members held in memory) is handed the rest of the payload once the
+//     reader's buffer is spent: it names the memory the bytes go to, the
+//     reader fills it with vectored reads from the socket, and the copy
+//     from a server buffer into the Device is not made. Whatever the
+//     Device does not take (it declines, stops early, or its memory
+//     faults: EFAULT) is streamed as above (Options.NoReceive turns this
+//     off; Stats.BytesReceived counts these bytes).
 //     So is a READ the Device says is a copy out of memory (InlineReader:
 //     raidd reads of at most 64 KiB over memory members). A WRITE that goes
 //     to the workers is announced to a Device that asks (Prefetcher) as

@@ -72,7 +72,11 @@
 //     stripes, which the server then writes while their payload arrives
 //     (smaller parity writes gain from running side by side);
 //     Array.ReadsInline does the same for reads of up to 64 KiB
-//     on every level. Op.WriteFill has a Layout compute a member write's
+//     on every level. Array.ReceiveAt (receive.go) is the write-side twin
+//     of SpliceReadAt: a WRITE whose every byte has one place on one member
+//     held in memory (RAID0) is planned through the Layout, and the NBD
+//     server receives its payload straight into those members' mapped
+//     pages. Op.WriteFill has a Layout compute a member write's
 //     bytes (RAID5's full-stripe parity) straight into a member held in
 //     memory (fill.go).
 //

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,6 +266,11 @@ type countingConn struct {
 	writes *atomic.Int64
 }
 
+// SyscallConn lets the server read the socket itself (sockread.go).
+func (c countingConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
 func (c countingConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(p)
@@ -275,10 +281,11 @@ func (c countingConn) Write(p []byte) (int, error) {
 // so a pipelined run is answered with a few write calls, in order; a lone
 // request is answered at once (its successor's header is not buffered),
 // and so are inline replies held when a request for the workers (FUA)
-// follows them.
+// follows them. A long pipelined run is answered in several writes: a
+// reply waits for at most maxHeld others.
 func TestInlineRepliesShareWrites(t *testing.T) {
 	const n, blk = 16, 4096
-	dev := &inlineDev{memDev: newMemDev(n * blk)}
+	dev := &inlineDev{memDev: newMemDev(4 * maxHeld * blk)}
 	dev.inline.Store(true)
 	s, err := NewServer(oneExport(dev))
 	require.NoError(t, err)
@@ -338,4 +345,14 @@ func TestInlineRepliesShareWrites(t *testing.T) {
 	flags[n/2] = cmdFlagFUA
 	got := run(flags)
 	assert.Len(t, got, n)
+
+	// A long pipelined run: the reader never waits, yet a reply waits for
+	// at most maxHeld others (the run is sent in more than one write).
+	const long = 4 * maxHeld
+	before = l.writes.Load()
+	got = run(make([]uint16, long))
+	assert.Len(t, got, long)
+	runWrites = l.writes.Load() - before
+	assert.GreaterOrEqual(t, runWrites, int64(long/maxHeld), "%d pipelined WRITEs answered with %d write calls", long, runWrites)
+	assert.Less(t, runWrites, int64(long/2))
 }

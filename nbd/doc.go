@@ -53,7 +53,11 @@
 //     client's handle is echoed untouched.
 //   - Replies are serialized by a mutex around one bufio.Writer. The last
 //     goroutine to leave the writer flushes it, so bursts of replies share
-//     syscalls and no reply waits in the buffer. Reply headers are encoded
+//     syscalls and no reply waits in the buffer, except the replies the
+//     reader holds while it has more requests to serve without waiting
+//     (holdReplies): on unix and TCP connections it reads the socket
+//     itself, without blocking, and sends them when a read finds the
+//     socket empty, before it waits (sockread.go), or after 16. Reply headers are encoded
 //     into the writer's free space, so the steady state allocates nothing.
 //     A READ reply of 64 KiB or more bypasses the buffer: header and data go
 //     out in one writev. On a unix socket the kernel send buffer is raised to

@@ -126,7 +126,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 		s:    s,
 		nc:   nc,
 		dc:   nc,
-		br:   nil,
 		bw:   bufio.NewWriterSize(nc, connWriteBufSize),
 		stop: make(chan struct{}),
 	}

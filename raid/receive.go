@@ -75,6 +75,17 @@ func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, er
 	if perr != nil || !pl.ok || !pl.tiles() {
 		return 0, nil
 	}
+	// The array is marked dirty (and the write-intent bitmap set) before
+	// any member byte changes, as for WriteAt.
+	if a.beginWrite() != nil {
+		return 0, nil
+	}
+	defer a.endWrite()
+	rowLo, rowHi := a.geo.RowRange(off, n)
+	if a.markWrite(rowLo, rowHi) != nil {
+		return 0, nil
+	}
+	defer a.doneWrite(rowLo, rowHi)
 	// Hold every member written, once each, in the order of their roles,
 	// until the bytes are received and searched for zero blocks (and
 	// before the punches run: a member that cannot punch writes zeroes,
@@ -110,15 +121,6 @@ func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, er
 	if len(dsts) == 0 {
 		return 0, nil
 	}
-	if a.beginWrite() != nil {
-		return 0, nil
-	}
-	defer a.endWrite()
-	rowLo, rowHi := a.geo.RowRange(off, n)
-	if a.markWrite(rowLo, rowHi) != nil {
-		return 0, nil
-	}
-	defer a.doneWrite(rowLo, rowHi)
 	a.clientOps.Add(1)
 	op.cause = causeWrite
 	done, err = recv(dsts)

@@ -118,10 +118,7 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 	s.p, s.off, s.done, s.err, s.devErr = p, int64(r.h.offset), 0, nil, nil
 	s.got, _ = s.c.br.Read(p[:s.c.br.Buffered()]) // what the buffered reader holds first
 	if s.receive && s.got < len(p) {
-		s.write(s.got) // written from the buffer; the device receives the rest
-		if s.devErr == nil {
-			r.received = s.receiveRest()
-		}
+		r.received = s.receiveRest()
 		if s.err != nil {
 			err = s.err
 			s.p, s.err, s.devErr = nil, nil, nil
@@ -144,9 +141,13 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 }
 
 // receiveRest has the device receive the payload from s.got on in place,
-// and returns how many bytes it took. What it did not take is left for
-// readStreamed's usual receive (s.got and s.done are past what it took);
-// a device error is kept in devErr, a failed connection in err.
+// and returns how many bytes it took. If it took any, the bytes before
+// them, which came out of the reader's buffer, are written from p now, and
+// s.got and s.done move past what it took; what it did not take is left
+// for readStreamed's usual receive. A device that declines (takes
+// nothing, having asked for nothing) leaves the request exactly as
+// streaming found it, its first piece starting at the request's start. A
+// device error is kept in devErr, a failed connection in err.
 func (s *streamer) receiveRest() int {
 	s.fault = false
 	from := s.got
@@ -154,9 +155,12 @@ func (s *streamer) receiveRest() int {
 	if k < 0 || k > len(s.p)-from {
 		k, derr = 0, fmt.Errorf("nbd: Receiver took %d of %d bytes", k, len(s.p)-from)
 	}
-	s.got, s.done = from+k, from+k
 	if derr != nil && s.err == nil && !s.fault {
 		s.devErr = derr
+	}
+	if k > 0 {
+		s.write(from) // the buffered head, after the rest: one request, in any order
+		s.got, s.done = from+k, from+k
 	}
 	return k
 }

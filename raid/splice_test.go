@@ -3,7 +3,6 @@ package raid_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/raidd/raidd/internal/member"
-	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/stripe"
 )
@@ -72,15 +69,7 @@ func TestSpliceReadModel(t *testing.T) {
 
 func testSpliceModel(t *testing.T, level stripe.Level, n int, cache bool, seed int64) {
 	const chunk = 16 << 10
-	dir := membertest.TmpfsDir(t)
-	var devs []raid.Device
-	for i := 0; i < n; i++ {
-		p := filepath.Join(dir, fmt.Sprint("m", i))
-		require.NoError(t, member.CreateSparse(p, levelSizeFor(level, chunk, 256)))
-		f, err := member.Open(p, member.Options{})
-		require.NoError(t, err)
-		devs = append(devs, raid.Device{Path: p, Member: f})
-	}
+	devs := tmpfsDevs(t, n, levelSizeFor(level, chunk, 256))
 	o := raid.Options{CleanDelay: -1}
 	if cache {
 		o.StripeCache = 4 << 20
@@ -176,15 +165,7 @@ func b2u(b bool) uint64 {
 // members that are not page-cache files (memory members).
 func TestSpliceReadDeclines(t *testing.T) {
 	const chunk = 64 << 10
-	dir := membertest.TmpfsDir(t)
-	var devs []raid.Device
-	for i := 0; i < 3; i++ {
-		p := filepath.Join(dir, fmt.Sprint("m", i))
-		require.NoError(t, member.CreateSparse(p, levelSizeFor(stripe.RAID5, chunk, 64)))
-		f, err := member.Open(p, member.Options{})
-		require.NoError(t, err)
-		devs = append(devs, raid.Device{Path: p, Member: f})
-	}
+	devs := tmpfsDevs(t, 3, levelSizeFor(stripe.RAID5, chunk, 64))
 	a := createArray(t, devs, raid.CreateOptions{Name: "sums", Level: stripe.RAID5, Chunk: chunk, Checksums: true}, raid.Options{CleanDelay: -1})
 	never := func(syscall.RawConn, int64, int) error { t.Fatal("a range was named"); return nil }
 	require.False(t, a.SpliceReadAt(make([]byte, 256<<10), 0, never))

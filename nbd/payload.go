@@ -171,11 +171,15 @@ func (s *streamer) recv(dsts [][]byte) (int, error) {
 	if s.err != nil || s.fault {
 		return 0, errRecvStopped
 	}
-	s.iov = append(s.iov[:0], dsts...)
-	s.dsts, s.placed = s.iov, 0
-	for len(s.dsts) > 0 && len(s.dsts[0]) == 0 {
-		s.dsts = s.dsts[1:]
+	// Empty pieces are left out: a vectored read of nothing but them
+	// returns 0, which reads as the peer's close.
+	s.iov = s.iov[:0]
+	for _, d := range dsts {
+		if len(d) > 0 {
+			s.iov = append(s.iov, d)
+		}
 	}
+	s.dsts, s.placed = s.iov, 0
 	if len(s.dsts) > 0 {
 		if rerr := s.rc.Read(s.rawFn); rerr != nil && s.err == nil {
 			s.err = rerr

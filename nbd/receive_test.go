@@ -42,7 +42,8 @@ func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, 
 	if d.faultAfter > 0 {
 		dsts = [][]byte{mem[:d.faultAfter], d.ro, mem[d.faultAfter:]}
 	} else {
-		dsts = [][]byte{mem[:n/3], mem[n/3 : 2*n/3], mem[2*n/3:]}
+		// Empty pieces between and after the others are skipped.
+		dsts = [][]byte{mem[:n/3], nil, mem[n/3 : 2*n/3], mem[2*n/3:], {}}
 	}
 	got, err := recv(dsts)
 	if d.faultAfter > 0 && got > d.faultAfter {

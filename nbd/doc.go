@@ -34,14 +34,17 @@
 //     more, so the copy into the Device fills the time it would have
 //     waited for the client. The WRITE is still answered once, after its
 //     last piece (Options.NoStreamWrites turns this off). A Device that
-//     can take the bytes in its own memory (Receiver: raidd's RAID0 of
-//     members held in memory) is handed the rest of the payload once the
-//     reader's buffer is spent: it names the memory the bytes go to, the
+//     can take the bytes in its own memory (Receiver: raidd's RAID0,
+//     RAID5 and RAID6 of members held in memory) is handed the rest of the
+//     payload once the reader's buffer is spent: it names the memory the
+//     bytes go to (a parity array names the server's own buffer for its
+//     pieces of partial stripes, its members for the whole stripes), the
 //     reader fills it with vectored reads from the socket, and the copy
 //     from a server buffer into the Device is not made. Whatever the
 //     Device does not take (it declines, stops early, or its memory
 //     faults: EFAULT) is streamed as above (Options.NoReceive turns this
-//     off; Stats.BytesReceived counts these bytes).
+//     off; Stats.BytesReceived counts the bytes placed outside the
+//     server's buffer).
 //     So is a READ the Device says is a copy out of memory (InlineReader:
 //     raidd reads of at most 64 KiB over memory members). A WRITE that goes
 //     to the workers is announced to a Device that asks (Prefetcher) as

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,11 +76,13 @@ type streamer struct {
 	// dsts the device's memory being filled (its unfilled part, which
 	// recvRaw advances), placed the bytes received, and fault says the
 	// kernel could not write there (EFAULT).
-	recvFn  func(dsts [][]byte) (int, error)
+	recvFn  func(dsts [][]byte, atLeast int) (int, error)
 	rawFn   func(fd uintptr) bool
 	dsts    [][]byte
 	iov     [][]byte // dsts' backing array
 	placed  int
+	atLeast int // the bytes recv waits for
+	inPlace int // bytes received into the device's memory, not into p
 	fault   bool
 	receive bool // the device receives in place (Receiver, not Options.NoReceive)
 }
@@ -141,7 +144,8 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 }
 
 // receiveRest has the device receive the payload from s.got on in place,
-// and returns how many bytes it took. If it took any, the bytes before
+// and returns how many of the bytes it took went into its own memory
+// (not into p: see recv). If it took any, the bytes before
 // them, which came out of the reader's buffer, are written from p now, and
 // s.got and s.done move past what it took; what it did not take is left
 // for readStreamed's usual receive. A device that declines (takes
@@ -149,7 +153,7 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 // streaming found it, its first piece starting at the request's start. A
 // device error is kept in devErr, a failed connection in err.
 func (s *streamer) receiveRest() int {
-	s.fault = false
+	s.fault, s.inPlace = false, 0
 	from := s.got
 	k, derr := s.c.exp.receiver.ReceiveAt(s.p[from:], s.off+int64(from), s.recvFn)
 	if k < 0 || k > len(s.p)-from {
@@ -162,12 +166,14 @@ func (s *streamer) receiveRest() int {
 		s.write(from) // the buffered head, after the rest: one request, in any order
 		s.got, s.done = from+k, from+k
 	}
-	return k
+	return min(s.inPlace, k)
 }
 
 // recv is the Receiver's recv: it reads the payload's next bytes into
-// dsts, with vectored reads, waiting in the runtime's poller as read does.
-func (s *streamer) recv(dsts [][]byte) (int, error) {
+// dsts, with vectored reads, until dsts are full or the socket is empty
+// with at least atLeast bytes placed, waiting in the runtime's poller (as
+// read does) for those.
+func (s *streamer) recv(dsts [][]byte, atLeast int) (int, error) {
 	if s.err != nil || s.fault {
 		return 0, errRecvStopped
 	}
@@ -179,7 +185,7 @@ func (s *streamer) recv(dsts [][]byte) (int, error) {
 			s.iov = append(s.iov, d)
 		}
 	}
-	s.dsts, s.placed = s.iov, 0
+	s.dsts, s.placed, s.atLeast = s.iov, 0, max(atLeast, 1)
 	if len(s.dsts) > 0 {
 		if rerr := s.rc.Read(s.rawFn); rerr != nil && s.err == nil {
 			s.err = rerr
@@ -188,6 +194,18 @@ func (s *streamer) recv(dsts [][]byte) (int, error) {
 	n := s.placed
 	clear(s.iov)
 	s.dsts, s.placed = nil, 0
+	// The bytes placed outside the payload buffer went into the device's
+	// memory (a device may receive some into the buffer: a parity array's
+	// pieces of partial stripes).
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s.p)))
+	hi := lo + uintptr(len(s.p))
+	for left, i := n, 0; left > 0 && i < len(dsts); i++ {
+		k := min(left, len(dsts[i]))
+		if at := uintptr(unsafe.Pointer(unsafe.SliceData(dsts[i]))); at < lo || at >= hi {
+			s.inPlace += k
+		}
+		left -= k
+	}
 	switch {
 	case s.err != nil:
 		return n, s.err
@@ -214,7 +232,10 @@ func (s *streamer) recvRaw(fd uintptr) bool {
 			}
 		case err == unix.EINTR:
 		case err == unix.EAGAIN:
-			return false
+			// Return what has arrived once the device has what it
+			// asked to wait for (it may work on it while the client
+			// sends the rest).
+			return s.placed >= s.atLeast
 		case err == unix.EFAULT:
 			s.fault = true
 			return true

@@ -14,17 +14,20 @@ import (
 // the server its memory for the write in three pieces. upto > 0 takes only
 // that prefix; faultAfter > 0 puts a read-only page after that many bytes,
 // where the kernel's receive fails with EFAULT; devErr fails the write
-// after receiving it; decline takes nothing.
+// after receiving it; decline takes nothing. viaBuf > 0 receives that
+// many bytes at the start into the server's buffer p, and copies them into
+// its memory itself, as a parity array does with a piece of a stripe.
 type recvDev struct {
 	*pieceDev
 	upto, faultAfter int
+	viaBuf           int
 	devErr           error
 	decline          bool
 	ro               []byte // the read-only page
 	calls            int
 }
 
-func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (int, error) {
+func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error) {
 	d.calls++
 	if d.decline {
 		return 0, nil
@@ -39,13 +42,21 @@ func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, 
 	defer d.memDev.mu.Unlock()
 	mem := d.data[off : off+int64(n)]
 	var dsts [][]byte
-	if d.faultAfter > 0 {
+	switch {
+	case d.faultAfter > 0:
 		dsts = [][]byte{mem[:d.faultAfter], d.ro, mem[d.faultAfter:]}
-	} else {
+	case d.viaBuf > 0:
+		dsts = [][]byte{p[:d.viaBuf], mem[d.viaBuf:]}
+	default:
 		// Empty pieces between and after the others are skipped.
 		dsts = [][]byte{mem[:n/3], nil, mem[n/3 : 2*n/3], mem[2*n/3:], {}}
 	}
-	got, err := recv(dsts)
+	step := n
+	if d.viaBuf > 0 {
+		step = 64 << 10 // and whatever has arrived besides
+	}
+	got, err := recvAll(recv, dsts, step)
+	copy(mem[:min(got, d.viaBuf)], p)
 	if d.faultAfter > 0 && got > d.faultAfter {
 		return 0, fmt.Errorf("bytes placed past the fault: %d", got)
 	}
@@ -53,6 +64,37 @@ func (d *recvDev) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, 
 		return got, d.devErr
 	}
 	return got, err
+}
+
+// recvAll calls recv until dsts are full or it fails, asking it to wait
+// for step bytes at a time at least (it returns what has arrived besides),
+// and returns the bytes it placed.
+func recvAll(recv func(dsts [][]byte, atLeast int) (int, error), dsts [][]byte, step int) (got int, err error) {
+	rest := append([][]byte(nil), dsts...)
+	left := 0
+	for _, d := range dsts {
+		left += len(d)
+	}
+	for left > 0 {
+		var n int
+		n, err = recv(rest, min(step, left))
+		got, left = got+n, left-n
+		if err != nil {
+			return got, err
+		}
+		if n < min(step, left+n) {
+			return got, fmt.Errorf("recv placed %d bytes, asked to wait for %d", n, min(step, left+n))
+		}
+		for n > 0 {
+			if k := min(n, len(rest[0])); k > 0 {
+				rest[0], n = rest[0][k:], n-k
+			}
+			if len(rest[0]) == 0 {
+				rest = rest[1:]
+			}
+		}
+	}
+	return got, nil
 }
 
 // TestReceivedWrite: a large streamed WRITE to a device that receives in
@@ -79,6 +121,7 @@ func TestReceivedWrite(t *testing.T) {
 		{name: "fault", dev: recvDev{faultAfter: 300 << 10}, received: -2},
 		{name: "device error", dev: recvDev{devErr: errors.New("injected")}, errno: errnoIO},
 		{name: "decline", dev: recvDev{decline: true}},
+		{name: "partly into the buffer", dev: recvDev{viaBuf: 100 << 10}, received: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := tc.dev
@@ -105,7 +148,8 @@ func TestReceivedWrite(t *testing.T) {
 				for _, w := range dev.writes() {
 					viaWriteAt += w[1]
 				}
-				assert.Equal(t, int64(size), viaWriteAt+st.BytesReceived)
+				assert.Equal(t, int64(size), viaWriteAt+st.BytesReceived+int64(dev.viaBuf),
+					"the bytes received into the buffer are not counted as received in place")
 				switch tc.received {
 				case -1:
 					assert.Greater(t, st.BytesReceived, int64(size/2))

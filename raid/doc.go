@@ -76,7 +76,9 @@
 //     of SpliceReadAt: a WRITE whose every byte has one place on one member
 //     held in memory (RAID0) is planned through the Layout, and the NBD
 //     server receives its payload straight into those members' mapped
-//     pages. Op.WriteFill has a Layout compute a member write's
+//     pages. On RAID5 and RAID6 the whole stripes of a write are received
+//     into their data members, and a RowFiller Layout computes each row's
+//     parity there once its data is in (receivestripes.go). Op.WriteFill has a Layout compute a member write's
 //     bytes (RAID5's full-stripe parity) straight into a member held in
 //     memory (fill.go).
 //

@@ -186,6 +186,7 @@ type Op struct {
 
 	batch []ioReq
 	iov   [][]byte // backing store of the ioReq.vec slices
+	rest  [][]byte // receiveAll's scratch
 	wg    sync.WaitGroup
 	exts  []stripe.Extent
 	locs  []stripe.Loc

@@ -1,12 +1,13 @@
 package raid
 
 import (
+	"io"
 	"runtime/debug"
 	"unsafe"
 )
 
 // Writes received into the members (NBD WRITE payloads on RAID0 of
-// members held in memory).
+// members held in memory; parity levels: receivestripes.go).
 //
 // ReceiveAt is the write-side twin of SpliceReadAt: it plans a write
 // exactly as WriteAt does, through the Layout's WriteAt on an Op that
@@ -19,9 +20,9 @@ import (
 // socket into the members' pages, and the copy from its buffer into them
 // is not made.
 //
-// It declines, before any byte is received, whenever the plan is anything
-// else: a level that writes a byte twice (mirrors) or writes what it did
-// not receive (parity), the stripe cache or the gather queue, a member
+// On RAID0 it declines, before any byte is received, whenever the plan is anything
+// else: a level that writes a byte twice (mirrors), the gather queue, a
+// member
 // being replaced, checksums (each block's sum is computed as it is
 // written), a degraded or failed array, members not held in memory. The
 // caller then writes with WriteAt. Zero elision is kept: all-zero aligned
@@ -39,16 +40,24 @@ type receiver interface {
 
 // ReceiveAt writes len(p) bytes at array offset off, taking them from
 // recv, which places the write's next bytes into dsts, in order, and
-// returns how many it placed (all of dsts unless it also returns an
-// error). p is scratch of the write's length: its content is neither read
-// nor changed, only its address is used to plan. It returns the length of
-// the prefix of the write that was received and written (0 when it
-// declined, see above, and then recv was not called), and recv's error or
-// the array's. The caller writes the rest, [off+done, off+len(p)), itself
-// (WriteAt): what a member could not receive in place (a fault, a range
-// its mapping does not serve) is written, and its failure met and
-// reported, there. Not durable on return, as WriteAt.
-func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, error)) (done int, err error) {
+// returns how many it placed: what has arrived, at least one byte unless
+// it also returns an error, as io.Reader's Read does. ReceiveAt calls it
+// until it has the write or an error (receiveAll); a parity level
+// computes each row's parity in between (receivestripes.go). p is the
+// caller's buffer of the write's length, whose content on the call is not
+// read: RAID0 uses only its address, to plan; a parity level receives the
+// write's pieces of partial stripes into it and writes them from there.
+// It returns the length of the prefix of the write that was received and
+// written (0 when it declined, see above, and then recv was not called),
+// and recv's error or the array's. The caller writes the rest,
+// [off+done, off+len(p)), itself (WriteAt): what a member could not
+// receive in place (a fault, a range its mapping does not serve) is
+// written, and its failure met and reported, there. Not durable on
+// return, as WriteAt.
+func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (done int, err error) {
+	if a.geo.Tolerance() > 0 && !a.geo.Mirrored() {
+		return a.receiveStripes(p, off, recv)
+	}
 	n := int64(len(p))
 	if n == 0 || a.csum != nil || a.cache != nil || a.traits.LockWrites {
 		return 0, nil
@@ -123,7 +132,7 @@ func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte) (int, er
 	}
 	a.clientOps.Add(1)
 	op.cause = causeWrite
-	done, err = recv(dsts)
+	done, err = receiveAll(recv, dsts, &op.rest, nil)
 	left, punched := done, int64(0)
 	for i, d := range dsts {
 		if left == 0 {
@@ -182,4 +191,55 @@ func (a *Array) elideReceived(op *Op, m int, off int64, mem []byte) (punched int
 		punched += int64(b - start)
 	}
 	return punched
+}
+
+// receiveAll has recv fill dsts, calling it until every byte is placed
+// or it fails. Without step, recv waits for all of them. With step, step
+// is called first with 0 and then after each call with the bytes placed
+// so far: it does what it can with them and returns how many must be
+// placed in all before it can do more, which recv waits for (taking what
+// has arrived besides), or -1 to end the receive there. rest is scratch
+// for the slices of what is left.
+func receiveAll(recv func([][]byte, int) (int, error), dsts [][]byte, rest *[][]byte, step func(placed int) int) (done int, err error) {
+	r := append((*rest)[:0], dsts...)
+	defer func() {
+		clear(r)
+		*rest = r[:0]
+	}()
+	total := 0
+	for _, d := range dsts {
+		total += len(d)
+	}
+	for i := 0; done < total; {
+		want := total
+		if step != nil {
+			if want = step(done); want < 0 {
+				return done, nil
+			}
+		}
+		for len(r[i]) == 0 {
+			i++
+		}
+		var n int
+		n, err = recv(r[i:], min(max(want, done+1), total)-done)
+		if n <= 0 && err == nil {
+			err = io.ErrNoProgress // recv broke its contract
+		}
+		n = min(max(n, 0), total-done)
+		done += n
+		for ; n > 0; i++ {
+			k := min(n, len(r[i]))
+			n -= k
+			if r[i] = r[i][k:]; len(r[i]) > 0 {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if step != nil && (err != nil || done == total) {
+		step(done) // what the last call placed
+	}
+	return done, err
 }

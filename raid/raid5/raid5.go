@@ -609,3 +609,8 @@ func (l *Layout) Check(op *raid.Op, row int64) error {
 	op.Mismatch(mm)
 	return fmt.Errorf("%w: row %d parity mismatch at chunk offset %d", raid.ErrInconsistent, row, i)
 }
+
+// FillRow sets a whole row's parity par[0] from its data chunks, in the
+// members' memory (raid.RowFiller: a full-stripe write received in
+// place). Non-temporal stores: the parity is not read again soon.
+func (l *Layout) FillRow(op *raid.Op, data, par [][]byte) { l.fill(op, par[0], data, true) }

@@ -783,3 +783,8 @@ func mismatch(a, b []byte) int {
 	}
 	return -1
 }
+
+// FillRow sets a whole row's P and Q, par[0] and par[1], from its data
+// chunks, in the members' memory (raid.RowFiller: a full-stripe write
+// received in place).
+func (l *Layout) FillRow(op *raid.Op, data, par [][]byte) { l.encode(op, data, par[0], par[1]) }

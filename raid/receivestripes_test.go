@@ -1,0 +1,352 @@
+package raid_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raidd/raidd/raid"
+	"github.com/raidd/raidd/stripe"
+)
+
+// recvInPlace is recvFrom that also adds to *inPlace the bytes it placed
+// outside scratch, the buffer the caller passed to ReceiveAt: the bytes a
+// parity array received straight into its members (its pieces of partial
+// stripes go into scratch).
+func recvInPlace(src []byte, cut int, calls *int, scratch []byte, inPlace *int64) func(dsts [][]byte, atLeast int) (int, error) {
+	inner := recvFrom(src, cut, calls)
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(scratch)))
+	hi := lo + uintptr(len(scratch))
+	return func(dsts [][]byte, atLeast int) (int, error) {
+		n, err := inner(dsts, atLeast)
+		left := n
+		for _, d := range dsts {
+			k := min(left, len(d))
+			if at := uintptr(unsafe.Pointer(unsafe.SliceData(d))); k > 0 && (at < lo || at >= hi) {
+				*inPlace += int64(k)
+			}
+			left -= k
+		}
+		return n, err
+	}
+}
+
+// TestReceiveStripesModel: RAID5 and RAID6 writes received straight into
+// the members' memory (ReceiveAt: whole stripes into the data members,
+// their parity computed there, the pieces at either end through the
+// stripe cache) read back exactly as written, against a flat model.
+// Concurrent workers receive (some receives cut short part way, the rest
+// written with WriteAt as the NBD server does; some continuing the
+// previous one, as a sequential stream), write, read and sync their parts
+// of the array, whose stripes they share at the edges. Afterwards every
+// row's parity must verify, with and without the write-hole log.
+func TestReceiveStripesModel(t *testing.T) {
+	seed := testSeed(t)
+	for _, tc := range []struct {
+		level  stripe.Level
+		n      int
+		policy raid.ConsistencyPolicy
+	}{
+		{stripe.RAID5, 3, raid.PolicyDefault},
+		{stripe.RAID5, 4, raid.PolicyDefault},
+		{stripe.RAID5, 4, raid.PolicyBitmap},
+		{stripe.RAID6, 4, raid.PolicyDefault},
+		{stripe.RAID6, 5, raid.PolicyBitmap},
+	} {
+		name := fmt.Sprintf("%s/members=%d/%s", tc.level, tc.n, tc.policy)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := subSeed(seed, name)
+			t.Logf("seed %d (replay with -seed %d)", s, seed)
+			testReceiveStripesModel(t, tc.level, tc.n, tc.policy, s)
+		})
+	}
+}
+
+func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy raid.ConsistencyPolicy, seed int64) {
+	const chunk = 16 << 10
+	devs := tmpfsDevs(t, n, levelSizeFor(level, chunk, 256))
+	a := createArray(t, devs, raid.CreateOptions{Name: "recv", Level: level, Chunk: chunk, ConsistencyPolicy: policy},
+		raid.Options{CleanDelay: -1, StripeCache: 1 << 20})
+	size := a.Size()
+	width := a.Geometry().StripeWidth()
+	ref := make([]byte, size)
+	const workers = 3
+	part := size / workers
+	var inPlace [workers]int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+			lo := int64(w) * part
+			next := lo // where a stream would continue
+			for i := 0; i < 150; i++ {
+				ln := 1 + rng.Int64N(min(part, 5*width))
+				off := lo + rng.Int64N(part-ln+1)
+				switch op := rng.IntN(8); op {
+				case 0, 1, 2, 3:
+					if op == 0 && next+ln <= lo+part {
+						off = next
+					}
+					next = off + ln
+					p := make([]byte, ln)
+					randomBytes(p, rng.Int64())
+					if rng.IntN(3) == 0 { // a run of zero blocks in it
+						z := rng.Int64N(ln)
+						clear(p[z:min(ln, z+2*chunk)])
+					}
+					cut := -1
+					if rng.IntN(4) == 0 {
+						cut = rng.IntN(int(ln))
+					}
+					calls := 0
+					scratch := make([]byte, ln)
+					done, err := a.ReceiveAt(scratch, off, recvInPlace(p, cut, &calls, scratch, &inPlace[w]))
+					if !assert.True(t, done >= 0 && int64(done) <= ln) {
+						return
+					}
+					if calls == 0 && !assert.Zero(t, done) {
+						return
+					}
+					if !receivedAsCut(t, err, cut, done) {
+						return
+					}
+					if int64(done) < ln { // the rest, as the server writes it
+						if _, err := a.WriteAt(p[done:], off+int64(done)); !assert.NoError(t, err) {
+							return
+						}
+					}
+					copy(ref[off:], p)
+				case 4:
+					p := make([]byte, ln)
+					randomBytes(p, rng.Int64())
+					if _, err := a.WriteAt(p, off); !assert.NoError(t, err) {
+						return
+					}
+					copy(ref[off:], p)
+				case 5:
+					if !assert.NoError(t, a.Sync()) {
+						return
+					}
+				default:
+					got := make([]byte, ln)
+					if _, err := a.ReadAt(got, off); !assert.NoError(t, err) || !assert.Equal(t, ref[off:off+ln], got, "read [%d, +%d)", off, ln) {
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+	total := int64(0)
+	for _, r := range inPlace {
+		total += r
+	}
+	require.Positive(t, total, "whole stripes were received into the members")
+	got := make([]byte, size)
+	_, err := a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, ref, got, "the whole array")
+	require.NoError(t, a.Sync())
+	checkConsistent(t, a, "parity after received writes")
+	got = make([]byte, size)
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, ref, got, "the whole array after the sync")
+
+	// Whole stripes of zeroes but their first byte: the data's zero
+	// blocks and the parity's are punched, and every byte reads back.
+	st := a.Status().Stats
+	p := make([]byte, 3*width)
+	p[0] = 1
+	calls, in := 0, int64(0)
+	done, err := a.ReceiveAt(make([]byte, len(p)), 0, recvInPlace(p, -1, &calls, nil, &in))
+	require.NoError(t, err)
+	require.Equal(t, len(p), done)
+	require.Equal(t, int64(len(p)), in, "every byte received in place")
+	st2 := a.Status().Stats
+	assert.Greater(t, st2.MemberBytesElided-st.MemberBytesElided, int64(len(p)), "zero blocks of data and parity punched")
+	got = make([]byte, len(p))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+	checkConsistent(t, a, "parity after a received write of zero blocks")
+}
+
+// TestReceiveStripesDeclines: a parity array receives in place only a
+// write that holds a whole stripe, on a healthy array with a stripe cache
+// and no checksums, whose whole stripes have nothing in the cache and no
+// record in the write-hole log's epoch. Otherwise it asks for nothing,
+// and the write is the caller's (WriteAt).
+func TestReceiveStripesDeclines(t *testing.T) {
+	const chunk = 64 << 10
+	const width = 2 * chunk // RAID5 × 3
+	type setup struct {
+		name  string
+		co    raid.CreateOptions
+		o     raid.Options
+		off   int64
+		n     int
+		prep  func(t *testing.T, a *raid.Array)
+		takes bool
+	}
+	cache := raid.Options{CleanDelay: -1, StripeCache: 1 << 20}
+	r5 := raid.CreateOptions{Name: "r5", Level: stripe.RAID5, Chunk: chunk}
+	sums := r5
+	sums.Checksums = true
+	for _, tc := range []setup{
+		{name: "healthy", co: r5, o: cache, off: width / 2, n: 2 * width, takes: true},
+		{name: "no stripe cache", co: r5, o: raid.Options{CleanDelay: -1}, n: 2 * width},
+		{name: "checksums", co: sums, o: cache, n: 2 * width},
+		{name: "no whole stripe", co: r5, o: cache, off: width / 2, n: width},
+		{name: "degraded", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) { failRole(t, a, 1) }},
+		{name: "cached piece", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) {
+			// The start of the second stripe: cached, as the head of a stream.
+			_, err := a.WriteAt(make([]byte, 4096), width)
+			require.NoError(t, err)
+		}},
+		{name: "record in the epoch", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) {
+			// Inside a chunk of the first stripe: written at once, with a
+			// write-hole record.
+			_, err := a.WriteAt(make([]byte, 4096), 8192)
+			require.NoError(t, err)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			devs := tmpfsDevs(t, 3, levelSizeFor(stripe.RAID5, chunk, 32))
+			a := createArray(t, devs, tc.co, tc.o)
+			if tc.prep != nil {
+				tc.prep(t, a)
+			}
+			p := make([]byte, tc.n)
+			randomBytes(p, int64(tc.n))
+			calls, in := 0, int64(0)
+			scratch := make([]byte, tc.n)
+			before := a.Status().Stats
+			done, err := a.ReceiveAt(scratch, tc.off, recvInPlace(p, -1, &calls, scratch, &in))
+			require.NoError(t, err)
+			if !tc.takes {
+				assert.Zero(t, done)
+				assert.Zero(t, calls, "recv was called")
+				return
+			}
+			assert.Equal(t, tc.n, done)
+			assert.Equal(t, int64(width), in, "the whole stripe received in place")
+			after := a.Status().Stats
+			assert.Equal(t, int64(width+chunk), after.MemberBytesWritten-before.MemberBytesWritten,
+				"the whole stripe's data and parity written; its ends cached")
+			assert.Equal(t, int64(tc.n), after.ClientBytesWritten-before.ClientBytesWritten)
+			got := make([]byte, tc.n)
+			_, err = a.ReadAt(got, tc.off)
+			require.NoError(t, err)
+			assert.Equal(t, p, got)
+			require.NoError(t, a.Sync())
+			checkConsistent(t, a)
+		})
+	}
+}
+
+// TestReceiveStripesFault: a member file shrunk behind raidd's back. When
+// the member holds data in the first whole row, the receive stops at the
+// first page it cannot write (the kernel's EFAULT); when it holds the
+// row's parity, computing the parity into it faults. Either way the row's
+// parity cannot be computed in memory, so the row is resynced through the
+// members' reads, which fail the member, and the receive stops there; the
+// caller writes the rest degraded, and every byte reads back as written.
+func TestReceiveStripesFault(t *testing.T) {
+	const chunk = 64 << 10
+	for _, holds := range []string{"data", "parity"} {
+		t.Run(holds, func(t *testing.T) {
+			devs := tmpfsDevs(t, 3, levelSizeFor(stripe.RAID5, chunk, 32))
+			a := createArray(t, devs, raid.CreateOptions{Name: "shrunk", Level: stripe.RAID5, Chunk: chunk},
+				raid.Options{CleanDelay: -1, StripeCache: 1 << 20})
+			geo := a.Geometry()
+			width := geo.StripeWidth()
+			size := a.Size()
+			ref := make([]byte, size)
+			randomBytes(ref, 1)
+			_, err := a.WriteAt(ref, 0)
+			require.NoError(t, err)
+			require.NoError(t, a.Sync())
+
+			// Member 1 loses its second half; the write's first whole
+			// row is in it, with member 1 holding its first data chunk
+			// or its parity.
+			fi, err := os.Stat(devs[1].Path)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(devs[1].Path, fi.Size()/2))
+			row := geo.Rows() - 4
+			for (holds == "data") != (geo.DataMember(row, 0) == 1) || (holds == "parity") != (geo.ParityMember(row) == 1) {
+				row++
+			}
+			off := row*width - width/2
+			ln := 3 * width
+			if holds == "parity" {
+				ln = width/2 + width // the row alone: no data on member 1
+			}
+			p := make([]byte, ln)
+			randomBytes(p, 2)
+			calls := 0
+			done, err := a.ReceiveAt(make([]byte, len(p)), off, recvFaulting(p, &calls))
+			require.Positive(t, calls)
+			if holds == "data" {
+				require.ErrorIs(t, err, errRecvFault)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Greater(t, done, 0)
+			if holds == "data" {
+				require.Less(t, done, len(p))
+			}
+			_, err = a.WriteAt(p[done:], off+int64(done))
+			require.NoError(t, err)
+			copy(ref[off:], p)
+			require.True(t, a.Status().Degraded, "the shrunk member is failed")
+			got := make([]byte, size)
+			_, err = a.ReadAt(got, 0)
+			require.NoError(t, err)
+			require.Equal(t, ref, got)
+		})
+	}
+}
+
+var errRecvFault = fmt.Errorf("bad address (EFAULT)")
+
+// recvFaulting is recvFrom for memory that may fault, as the kernel's
+// receive treats it: it copies a page at a time, as recvFrom places
+// bytes, and stops at the first page it cannot write, returning what it
+// placed and errRecvFault.
+func recvFaulting(src []byte, calls *int) func(dsts [][]byte, atLeast int) (int, error) {
+	pos := 0 // bytes of src placed by earlier calls
+	return func(dsts [][]byte, atLeast int) (n int, err error) {
+		*calls++
+		limit := max(atLeast, recvStep)
+		old := debug.SetPanicOnFault(true)
+		defer func() {
+			debug.SetPanicOnFault(old)
+			if recover() != nil {
+				err = errRecvFault
+			}
+			pos += n
+		}()
+		for _, d := range dsts {
+			for len(d) > 0 && n < limit {
+				k := min(len(d), 4096, limit-n)
+				copy(d[:k], src[pos+n:])
+				n += k
+				d = d[k:]
+			}
+		}
+		return n, nil
+	}
+}

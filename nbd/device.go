@@ -164,31 +164,34 @@ type InlineReader interface {
 // streams (payload.go) then goes from the socket into the device's pages,
 // without a copy from the server's buffer.
 //
-// ReceiveAt writes len(p) bytes at off. It asks for the payload through
-// recv with the memory that the payload's next bytes go to (dsts, in
-// order): recv places bytes there and returns how many it placed, at
-// least atLeast (all of dsts if they hold fewer), waiting for them, and
-// beyond that as many as have arrived, without waiting; fewer only with
-// an error. ReceiveAt may call it again with the rest of its memory (each
-// call continues the payload where the last one stopped), but not after
-// an error, and work on the bytes placed between calls (a parity array
-// computes the parity of each row whose data has arrived while the
-// client sends the next). ReceiveAt
-// returns the length of the prefix of the write it received and wrote (0
-// when it declines, and then it must not call recv), and an error: recv's,
-// as returned, or the device's, which fails the WRITE. p is the server's
-// buffer of the write's length, whose content on the call is undefined: a
-// device may name parts of it among dsts, receiving those bytes of the
-// payload there and writing them from there itself (raidd's parity arrays
-// receive a write's pieces of partial stripes so, for the stripe cache),
-// but must not retain it. Stats.BytesReceived counts only the bytes placed
-// outside p. The server writes whatever ReceiveAt did not (the rest of the
-// payload) with WriteAt, so a device may stop at any point, for example
-// where recv failed because dsts could not be written (a fault). The
-// server has checked the range, and calls ReceiveAt only for writes it
-// would otherwise pass to WriteAt without FUA.
+// ReceiveAt writes len(p) bytes at off. pre holds the payload's first
+// bytes, which the server's read buffer had already received (at most
+// len(p); the buffer's memory, valid during the call): the device copies
+// them where they go. It asks for the rest of the payload through recv with
+// the memory that the payload's next bytes go to (dsts, in order): recv
+// places bytes there and returns how many it placed, at least atLeast (all
+// of dsts if they hold fewer), waiting for them, and beyond that as many as
+// have arrived, without waiting; fewer only with an error. ReceiveAt may
+// call it again with the rest of its memory (each call continues the
+// payload where the last one stopped), but not after an error, and work on
+// the bytes placed between calls (a parity array computes the parity of
+// each row whose data has arrived while the client sends the next).
+// ReceiveAt returns the length of the prefix of the write it received and
+// wrote, pre's bytes included (0 when it declines: then it must not call
+// recv, and takes nothing of pre), and an error: recv's, as returned, or
+// the device's, which fails the WRITE. p is the server's buffer of the
+// write's length, whose content on the call is undefined: a device may name
+// parts of it among dsts, receiving those bytes of the payload there and
+// writing them from there itself (raidd's parity arrays receive a write's
+// pieces of partial stripes so, for the stripe cache), but must not retain
+// it. Stats.BytesReceived counts only the bytes placed outside p. The
+// server writes whatever ReceiveAt did not (the rest of the payload) with
+// WriteAt, so a device may stop at any point, for example where recv failed
+// because dsts could not be written (a fault). The server has checked the
+// range, and calls ReceiveAt only for writes it would otherwise pass to
+// WriteAt without FUA.
 type Receiver interface {
-	ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error)
+	ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error)
 }
 
 // MultiConner reports whether NBD_FLAG_CAN_MULTI_CONN may be advertised: a

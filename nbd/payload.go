@@ -118,9 +118,10 @@ func (c *conn) streams(h *requestHeader) bool {
 // be the WRITE's reply.
 func (s *streamer) readStreamed(r *request) (devErr, err error) {
 	p := *r.buf
-	s.p, s.off, s.done, s.err, s.devErr = p, int64(r.h.offset), 0, nil, nil
-	s.got, _ = s.c.br.Read(p[:s.c.br.Buffered()]) // what the buffered reader holds first
-	if s.receive && s.got < len(p) {
+	s.p, s.off, s.got, s.done, s.err, s.devErr = p, int64(r.h.offset), 0, 0, nil, nil
+	if !s.receive {
+		s.got, _ = s.c.br.Read(p[:s.c.br.Buffered()]) // what the buffered reader holds first
+	} else {
 		r.received = s.receiveRest()
 		if s.err != nil {
 			err = s.err
@@ -143,28 +144,32 @@ func (s *streamer) readStreamed(r *request) (devErr, err error) {
 	return devErr, err
 }
 
-// receiveRest has the device receive the payload from s.got on in place,
-// and returns how many of the bytes it took went into its own memory
-// (not into p: see recv). If it took any, the bytes before
-// them, which came out of the reader's buffer, are written from p now, and
-// s.got and s.done move past what it took; what it did not take is left
-// for readStreamed's usual receive. A device that declines (takes
-// nothing, having asked for nothing) leaves the request exactly as
-// streaming found it, its first piece starting at the request's start. A
-// device error is kept in devErr, a failed connection in err.
+// receiveRest has the device take the payload in place: the bytes the
+// reader's buffer holds first (pre, which the device copies where they
+// go), then the rest from the socket (recv). It returns how many of the
+// bytes went straight from the socket into the device's own memory (not
+// into p: see recv). s.got and s.done move past what the device took; the
+// buffered bytes it did not take are moved into p after them, and the
+// rest is left for readStreamed's usual receive. A device that declines
+// (takes nothing, having asked for nothing) leaves the request exactly as
+// streaming finds it. A device error is kept in devErr, a failed
+// connection in err.
 func (s *streamer) receiveRest() int {
 	s.fault, s.inPlace = false, 0
-	from := s.got
-	k, derr := s.c.exp.receiver.ReceiveAt(s.p[from:], s.off+int64(from), s.recvFn)
-	if k < 0 || k > len(s.p)-from {
-		k, derr = 0, fmt.Errorf("nbd: Receiver took %d of %d bytes", k, len(s.p)-from)
+	pre, _ := s.c.br.Peek(min(s.c.br.Buffered(), len(s.p)))
+	k, derr := s.c.exp.receiver.ReceiveAt(s.p, s.off, pre, s.recvFn)
+	if k < 0 || k > len(s.p) {
+		k, derr = 0, fmt.Errorf("nbd: Receiver took %d of %d bytes", k, len(s.p))
 	}
 	if derr != nil && s.err == nil && !s.fault {
 		s.devErr = derr
 	}
-	if k > 0 {
-		s.write(from) // the buffered head, after the rest: one request, in any order
-		s.got, s.done = from+k, from+k
+	buffered := len(pre)
+	_, _ = s.c.br.Discard(min(k, buffered)) // pre is spent: no reads through br before this
+	s.got, s.done = k, k
+	if k < buffered {
+		n, _ := s.c.br.Read(s.p[k:buffered])
+		s.got += n
 	}
 	return min(s.inPlace, k)
 }

@@ -1,6 +1,7 @@
 package raid
 
 import (
+	"errors"
 	"io"
 	"runtime/debug"
 	"unsafe"
@@ -38,25 +39,30 @@ type receiver interface {
 	ReleaseReceive()
 }
 
-// ReceiveAt writes len(p) bytes at array offset off, taking them from
-// recv, which places the write's next bytes into dsts, in order, and
-// returns how many it placed: what has arrived, at least one byte unless
-// it also returns an error, as io.Reader's Read does. ReceiveAt calls it
-// until it has the write or an error (receiveAll); a parity level
-// computes each row's parity in between (receivestripes.go). p is the
-// caller's buffer of the write's length, whose content on the call is not
-// read: RAID0 uses only its address, to plan; a parity level receives the
-// write's pieces of partial stripes into it and writes them from there.
-// It returns the length of the prefix of the write that was received and
-// written (0 when it declined, see above, and then recv was not called),
-// and recv's error or the array's. The caller writes the rest,
-// [off+done, off+len(p)), itself (WriteAt): what a member could not
+// ReceiveAt writes len(p) bytes at array offset off: first pre, the
+// write's first bytes, which the caller had received already (its read
+// buffer), then the rest from recv, which places the write's next bytes
+// into dsts, in order, and returns how many it placed: at least atLeast
+// (waiting for them), and beyond that what has arrived, fewer only with
+// an error. ReceiveAt calls it until it has the write or an error
+// (receiveAll); a parity level computes each row's parity in between
+// (receivestripes.go). p is the caller's buffer of the write's length,
+// whose content on the call is not read: RAID0 uses only its address, to
+// plan; a parity level receives the write's pieces of partial stripes
+// into it and writes them from there. It returns the length of the prefix
+// of the write that was received and written, pre's bytes included (0
+// when it declined, see above: then it took nothing of pre, and recv was
+// not called), and recv's error or the array's. The caller writes the
+// rest, [off+done, off+len(p)), itself (WriteAt): what a member could not
 // receive in place (a fault, a range its mapping does not serve) is
 // written, and its failure met and reported, there. Not durable on
 // return, as WriteAt.
-func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (done int, err error) {
+func (a *Array) ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]byte, atLeast int) (int, error)) (done int, err error) {
+	if len(pre) > len(p) {
+		pre = pre[:len(p)]
+	}
 	if a.geo.Tolerance() > 0 && !a.geo.Mirrored() {
-		return a.receiveStripes(p, off, recv)
+		return a.receiveStripes(p, off, pre, recv)
 	}
 	n := int64(len(p))
 	if n == 0 || a.csum != nil || a.cache != nil || a.traits.LockWrites {
@@ -132,7 +138,7 @@ func (a *Array) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast 
 	}
 	a.clientOps.Add(1)
 	op.cause = causeWrite
-	done, err = receiveAll(recv, dsts, &op.rest, nil)
+	done, err = receiveAll(recv, dsts, pre, &op.rest, nil)
 	left, punched := done, int64(0)
 	for i, d := range dsts {
 		if left == 0 {
@@ -193,14 +199,17 @@ func (a *Array) elideReceived(op *Op, m int, off int64, mem []byte) (punched int
 	return punched
 }
 
-// receiveAll has recv fill dsts, calling it until every byte is placed
-// or it fails. Without step, recv waits for all of them. With step, step
-// is called first with 0 and then after each call with the bytes placed
-// so far: it does what it can with them and returns how many must be
-// placed in all before it can do more, which recv waits for (taking what
-// has arrived besides), or -1 to end the receive there. rest is scratch
-// for the slices of what is left.
-func receiveAll(recv func([][]byte, int) (int, error), dsts [][]byte, rest *[][]byte, step func(placed int) int) (done int, err error) {
+// receiveAll fills dsts with the write's payload: first with pre, its
+// first bytes, which the caller had received already (copied, with faults
+// caught: a page that cannot be had ends the receive with errPreFault),
+// then from recv, calling it until every byte is placed or it fails.
+// Without step, recv waits for all of them. With step, step is called
+// first with the bytes pre placed and then after each call with the bytes
+// placed so far: it does what it can with them and returns how many must
+// be placed in all before it can do more, which recv waits for (taking
+// what has arrived besides), or -1 to end the receive there. rest is
+// scratch for the slices of what is left.
+func receiveAll(recv func([][]byte, int) (int, error), dsts [][]byte, pre []byte, rest *[][]byte, step func(placed int) int) (done int, err error) {
 	r := append((*rest)[:0], dsts...)
 	defer func() {
 		clear(r)
@@ -210,7 +219,25 @@ func receiveAll(recv func([][]byte, int) (int, error), dsts [][]byte, rest *[][]
 	for _, d := range dsts {
 		total += len(d)
 	}
-	for i := 0; done < total; {
+	i := 0 // r[i] is the first piece not full
+	advance := func(n int) {
+		for ; n > 0; i++ {
+			k := min(n, len(r[i]))
+			n -= k
+			if r[i] = r[i][k:]; len(r[i]) > 0 {
+				break
+			}
+		}
+	}
+	if len(pre) > 0 {
+		n := copyGuarded(r, pre[:min(len(pre), total)])
+		done += n
+		advance(n)
+		if n < min(len(pre), total) {
+			err = errPreFault
+		}
+	}
+	for done < total && err == nil {
 		want := total
 		if step != nil {
 			if want = step(done); want < 0 {
@@ -227,19 +254,35 @@ func receiveAll(recv func([][]byte, int) (int, error), dsts [][]byte, rest *[][]
 		}
 		n = min(max(n, 0), total-done)
 		done += n
-		for ; n > 0; i++ {
-			k := min(n, len(r[i]))
-			n -= k
-			if r[i] = r[i][k:]; len(r[i]) > 0 {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
+		advance(n)
 	}
 	if step != nil && (err != nil || done == total) {
 		step(done) // what the last call placed
 	}
 	return done, err
+}
+
+// errPreFault says that the bytes a receive had already could not be
+// copied into a member's memory (a fault).
+var errPreFault = errors.New("raid: a member's memory faulted taking the buffered payload")
+
+// copyGuarded copies src into dsts, in order, a page at a time with
+// faults caught, and returns the bytes copied (fewer than len(src) only
+// when a page of dsts faulted).
+func copyGuarded(dsts [][]byte, src []byte) (n int) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil && !isFault(r) {
+			panic(r)
+		}
+	}()
+	for _, d := range dsts {
+		for len(d) > 0 && n < len(src) {
+			k := copy(d[:min(len(d), 4096)], src[n:])
+			d = d[k:]
+			n += k
+		}
+	}
+	return n
 }

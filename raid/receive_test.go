@@ -125,16 +125,22 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 						z := rng.Int64N(ln)
 						clear(p[z:min(ln, z+3*4096)])
 					}
+					// The first k bytes come as pre (what the server had
+					// buffered), the rest from recv, cut after cut bytes.
+					k := 0
+					if rng.IntN(2) == 0 {
+						k = rng.IntN(int(min(ln, 3*chunk)))
+					}
 					cut := -1
 					if rng.IntN(4) == 0 {
-						cut = rng.IntN(int(ln))
+						cut = rng.IntN(int(ln) - k)
 					}
 					calls := 0
-					done, err := a.ReceiveAt(make([]byte, ln), off, recvFrom(p, cut, &calls))
-					if !assert.True(t, done >= 0 && int64(done) <= ln) || !assert.True(t, calls > 0 || done == 0, "done without a recv") {
+					done, err := a.ReceiveAt(make([]byte, ln), off, p[:k], recvFrom(p[k:], cut, &calls))
+					if !assert.True(t, done >= 0 && int64(done) <= ln) || !assert.True(t, calls > 0 || done <= k, "done past pre without a recv") {
 						return
 					}
-					if !receivedAsCut(t, err, cut, done) {
+					if !receivedAsCut(t, err, cut, done-k) {
 						return
 					}
 					received[w] += int64(done)
@@ -179,7 +185,7 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 	p := make([]byte, 4*chunk)
 	p[0] = 1
 	calls := 0
-	done, err := a.ReceiveAt(make([]byte, len(p)), 0, recvFrom(p, -1, &calls))
+	done, err := a.ReceiveAt(make([]byte, len(p)), 0, nil, recvFrom(p, -1, &calls))
 	require.NoError(t, err)
 	require.Equal(t, len(p), done)
 	st2 := a.Status().Stats
@@ -214,7 +220,7 @@ func TestReceiveAtDeclines(t *testing.T) {
 			devs := tmpfsDevs(t, tc.n, levelSizeFor(tc.level, chunk, 32))
 			a := createArray(t, devs, raid.CreateOptions{Name: "no", Level: tc.level, Chunk: chunk, Checksums: tc.sums}, raid.Options{CleanDelay: -1})
 			calls := 0
-			done, err := a.ReceiveAt(make([]byte, 1<<20), 0, recvFrom(make([]byte, 1<<20), -1, &calls))
+			done, err := a.ReceiveAt(make([]byte, 1<<20), 0, nil, recvFrom(make([]byte, 1<<20), -1, &calls))
 			assert.Zero(t, done)
 			assert.NoError(t, err)
 			assert.Zero(t, calls, "recv was called")
@@ -224,7 +230,7 @@ func TestReceiveAtDeclines(t *testing.T) {
 		r := newRig(2, memberSizeFor(chunk, 32))
 		a := createArray(t, r.devs, raid.CreateOptions{Name: "mem", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
 		calls := 0
-		done, _ := a.ReceiveAt(make([]byte, 256<<10), 0, recvFrom(make([]byte, 256<<10), -1, &calls))
+		done, _ := a.ReceiveAt(make([]byte, 256<<10), 0, nil, recvFrom(make([]byte, 256<<10), -1, &calls))
 		assert.Zero(t, done)
 		assert.Zero(t, calls)
 	})
@@ -232,7 +238,7 @@ func TestReceiveAtDeclines(t *testing.T) {
 		devs := tmpfsDevs(t, 2, levelSizeFor(stripe.RAID0, chunk, 32))
 		a := createArray(t, devs, raid.CreateOptions{Name: "end", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
 		calls := 0
-		done, _ := a.ReceiveAt(make([]byte, 256<<10), a.Size()-4096, recvFrom(make([]byte, 256<<10), -1, &calls))
+		done, _ := a.ReceiveAt(make([]byte, 256<<10), a.Size()-4096, nil, recvFrom(make([]byte, 256<<10), -1, &calls))
 		assert.Zero(t, done)
 		assert.Zero(t, calls)
 	})

@@ -17,7 +17,14 @@ import "runtime/debug"
 // members' own memory (RowFiller) once its data is there: the copy from
 // the buffer into the members is not made. The pieces at either end are
 // received, in the same vectored read, into the caller's buffer p and
-// written from it through the stripe cache, as WriteAt would write them.
+// written from it through the stripe cache, as WriteAt would write them,
+// but for one case: in a sequential stream the stripe cache holds the
+// tail piece of the write before, and the head piece completes that
+// stripe. Then the cached bytes are copied into the data members, the
+// head is received next to them, and the row's parity computed there,
+// as for a whole stripe: the head's copies into the cache and out of it
+// are not made. The bytes the NBD server had already buffered (pre) are
+// copied straight to where they go, in the members or in p.
 //
 // The rows written so are locked (their stripe locks, exclusively) from
 // before the receive until their parity is written, so no other write,
@@ -58,13 +65,13 @@ type RowFiller interface {
 }
 
 // receiveStripes is ReceiveAt on a parity level (see above).
-func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (done int, err error) {
+func (a *Array) receiveStripes(p []byte, off int64, pre []byte, recv func(dsts [][]byte, atLeast int) (int, error)) (done int, err error) {
 	n := int64(len(p))
 	filler, ok := a.layout.(RowFiller)
 	if !ok || a.csum != nil || a.cache == nil {
 		return 0, nil
 	}
-	w, chunk, dk := a.geo.StripeWidth(), a.geo.Chunk(), a.geo.DataMembers()
+	w, chunk := a.geo.StripeWidth(), a.geo.Chunk()
 	fs := (off + w - 1) / w * w // the whole stripes: [fs, fe)
 	fe := (off + n) / w * w
 	if fe-fs < w {
@@ -90,6 +97,25 @@ func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atL
 		}
 	}
 	first, last := fs/w, fe/w-1 // stripes, which are rows on parity levels
+	head := fs - off            // the head piece: the end of stripe first-1
+	// The head piece completes its stripe in place when the stripe cache
+	// holds exactly the rest of it (the tail of the write before, in a
+	// sequential stream): the cached bytes are copied into the data
+	// members, the head received next to them, and the row's parity
+	// computed there, as for a whole stripe. Otherwise the head goes
+	// through the cache after the receive, under its own lock. The rows
+	// from lo on are locked: the head's too when the cache looks so now
+	// (checked again under the lock).
+	completes := func() *centry {
+		if e := a.cache.lookup(first - 1); head > 0 && e != nil && len(e.runs) == 1 && e.runs[0] == (span{0, w - head}) {
+			return e
+		}
+		return nil
+	}
+	lo := first
+	if completes() != nil {
+		lo--
+	}
 	if a.beginWrite() != nil {
 		return 0, nil
 	}
@@ -99,17 +125,21 @@ func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atL
 		return 0, nil
 	}
 	defer a.doneWrite(rowLo, rowHi)
-	a.locks.Lock(first, last)
+	a.locks.Lock(lo, last)
 	locked := true
 	unlock := func() {
 		if locked {
-			a.locks.Unlock(first, last)
+			a.locks.Unlock(lo, last)
 			locked = false
 		}
 	}
 	defer unlock()
-	if a.cache.cached(fs, fe-fs, first, last) || a.journalHolds(v, first, last+1) {
+	if a.cache.cached(fs, fe-fs, first, last) || a.journalHolds(v, lo, last+1) {
 		return 0, nil
+	}
+	var he *centry // the head's stripe's cache entry, when it completes
+	if lo < first {
+		he = completes()
 	}
 	// Hold every member, in the order of their roles, until the rows'
 	// parity is computed: the punches and any resync run after the
@@ -127,33 +157,41 @@ func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atL
 		}
 		held++
 	}
-	// The payload's places: the head piece into p, each whole row's data
-	// chunks into their members, in the order of the array, the tail
-	// piece into p.
+	// The payload's places, in its order: the head piece (into its data
+	// members, or into p), each whole row's data chunks into their
+	// members, the tail piece into p.
 	dsts := op.iov[:0]
-	if fs > off {
-		dsts = append(dsts, p[:fs-off])
+	defer func() {
+		clear(op.iov)
+		op.iov = op.iov[:0]
+	}()
+	if he == nil && head > 0 {
+		dsts = append(dsts, p[:head])
 	}
-	for row := first; row <= last; row++ {
-		for i := range dk {
-			d, ok := a.memberChunk(v, a.geo.DataMember(row, i), row)
-			if !ok {
-				op.iov = dsts
-				return 0, nil
-			}
-			dsts = append(dsts, d)
+	inPlace := first // the first row received in place
+	if he != nil {
+		inPlace--
+	}
+	for row := inPlace; row <= last; row++ {
+		_, rlo, ln := a.rowSpan(row, first, head)
+		var ok bool
+		if dsts, ok = a.appendRowMemory(dsts, v, row, rlo, rlo+ln); !ok {
+			op.iov = dsts
+			return 0, nil
 		}
 	}
 	if off+n > fe {
 		dsts = append(dsts, p[fe-off:])
 	}
 	op.iov = dsts
-	defer func() {
-		clear(op.iov)
-		op.iov = op.iov[:0]
-	}()
 	a.clientOps.Add(1)
 	op.locked, op.cause = true, causeWrite
+	var moved, punched int64 // bytes copied into the members; queued punches
+	if he != nil {
+		// The cached rest of the head's stripe joins the members now
+		// (under the row's lock; a reader still finds it in the cache).
+		moved += a.copyIntoRow(v, first-1, 0, he.buf[:w-head])
+	}
 
 	// Receive the payload, and compute each row's parity as soon as its
 	// data is in: between recv's returns, while the client sends the
@@ -161,61 +199,75 @@ func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atL
 	// CPU's cache. A row whose parity cannot be computed in memory (a
 	// fault) ends the receive; it and every later row that got data are
 	// resynced below.
-	head := fs - off
-	filled, resyncFrom := first, int64(-1)
-	var punched int64
-	done, err = receiveAll(recv, dsts, &op.rest, func(placed int) int {
-		for filled <= last && int64(placed) >= head+(filled-first+1)*w {
-			if !a.takeRow(op, filler, v, filled, w, &punched) {
-				resyncFrom = filled
+	filled, resyncFrom := inPlace, int64(-1)
+	take := func(row, n int64) bool {
+		_, rlo, _ := a.rowSpan(row, first, head)
+		if !a.takeRow(op, filler, v, row, rlo, n, &punched) {
+			resyncFrom = row
+			return false
+		}
+		filled++
+		return true
+	}
+	done, err = receiveAll(recv, dsts, pre, &op.rest, func(placed int) int {
+		for filled <= last {
+			at, _, ln := a.rowSpan(filled, first, head)
+			if int64(placed) < at+ln {
+				return int(at + ln) // the next row's data
+			}
+			if !take(filled, ln) {
 				return -1
 			}
-			filled++
 		}
-		if filled > last {
-			return int(n) // the tail piece
-		}
-		return int(head + (filled-first+1)*w) // the next row's data
+		return int(n) // the tail piece
 	})
-	if done <= 0 {
-		return 0, err
-	}
-	got := min(max(int64(done)-head, 0), fe-fs) // bytes of whole stripes received
-	reached := first + (got+w-1)/w              // the rows that got any
-	if resyncFrom < 0 && filled < reached {
-		// The row the receive stopped in.
-		if !a.takeRow(op, filler, v, filled, got-(filled-first)*w, &punched) {
-			resyncFrom = filled
+	// The row the receive stopped in, its parity computed from what its
+	// members hold (the head's stripe's too when none of the head came:
+	// its cached bytes did); after a fault, every row that got data is
+	// resynced instead.
+	reached := filled // rows [inPlace, reached) changed on the members
+	for row := filled; row <= last; row++ {
+		at, rlo, ln := a.rowSpan(row, first, head)
+		k := min(max(int64(done)-at, 0), ln)
+		if k == 0 && row != first-1 {
+			break
+		}
+		reached = row + 1
+		if resyncFrom < 0 {
+			take(row, k)
 		} else {
-			filled++
+			a.receivedRow(v, row, rlo, k)
 		}
 	}
-	for row := filled; row < reached; row++ {
-		for i, left := 0, got-(row-first)*w; i < dk && left > 0; i++ {
-			c := min(left, chunk)
-			v.devs[a.geo.DataMember(row, i)].(receiver).Received(v.dataOff+row*chunk, c)
-			left -= c
-		}
+	if he != nil {
+		moved += min(int64(done), head+fe-fs)
+	} else {
+		moved += min(max(int64(done)-head, 0), fe-fs)
 	}
 	release()
 	// Punch the zero blocks found (after the parity read them), and
 	// resync the rows whose parity could not be computed from memory.
 	op.Run()
 	op.cause, op.noElide = causeResync, true
-	for row := filled; row < reached; row++ {
+	for row := resyncFrom; resyncFrom >= 0 && row < reached; row++ {
 		_ = a.layout.Resync(op, row)
 	}
 	op.cause, op.noElide = causeWrite, false
-	parity := (filled - first) * chunk * int64(a.geo.Tolerance())
-	a.member.written[causeWrite].Add(got + parity - punched)
+	if he != nil {
+		a.cache.flushes.Add(1)
+		a.cache.full.Add(1)
+		a.cache.remove(first - 1)
+	}
+	parity := (filled - inPlace) * chunk * int64(a.geo.Tolerance())
+	a.member.written[causeWrite].Add(moved + parity - punched)
 	a.stats.clientWritten.Add(int64(done))
 	unlock()
 
-	// The pieces at either end, received into p, go through the stripe
+	// The pieces at either end received into p go through the stripe
 	// cache as WriteAt's would (each under its own stripe's lock).
 	var werr error
-	if head := min(int64(done), fs-off); head > 0 {
-		werr = a.writeCached(p[:head], off, first-1, first-1, false)
+	if h := min(int64(done), head); h > 0 && he == nil {
+		werr = a.writeCached(p[:h], off, first-1, first-1, false)
 	}
 	if tail := int64(done) - (fe - off); tail > 0 && werr == nil {
 		werr = a.writeCached(p[fe-off:fe-off+tail], fe, last+1, last+1, false)
@@ -224,6 +276,57 @@ func (a *Array) receiveStripes(p []byte, off int64, recv func(dsts [][]byte, atL
 		err = ferr
 	}
 	return done, err
+}
+
+// rowSpan returns where row row's bytes received in place start in the
+// payload (at), and which bytes of the row they are: [lo, lo+n), of a
+// write whose whole stripes start at row first, after head bytes of the
+// stripe before (whose row, first-1, receives them at its end).
+func (a *Array) rowSpan(row, first, head int64) (at, lo, n int64) {
+	w := a.geo.StripeWidth()
+	if row < first {
+		return 0, w - head, head
+	}
+	return head + (row-first)*w, 0, w
+}
+
+// appendRowMemory appends to dsts the memory of bytes [lo, hi) of row
+// row's data, in the order of the array: the pieces of its data chunks,
+// on their members (held by the caller).
+func (a *Array) appendRowMemory(dsts [][]byte, v *View, row, lo, hi int64) ([][]byte, bool) {
+	chunk := a.geo.Chunk()
+	for i := lo / chunk; i*chunk < hi; i++ {
+		mem, ok := a.memberChunk(v, a.geo.DataMember(row, int(i)), row)
+		if !ok {
+			return dsts, false
+		}
+		dsts = append(dsts, mem[max(lo-i*chunk, 0):min(hi-i*chunk, chunk)])
+	}
+	return dsts, true
+}
+
+// copyIntoRow copies p into row row's data on the members (held by the
+// caller), at row offset lo, records it as written, and returns its
+// length.
+func (a *Array) copyIntoRow(v *View, row, lo int64, p []byte) int64 {
+	var stack [8][]byte
+	dsts, _ := a.appendRowMemory(stack[:0], v, row, lo, lo+int64(len(p)))
+	pos := 0
+	for _, d := range dsts {
+		pos += copy(d, p[pos:])
+	}
+	a.receivedRow(v, row, lo, int64(len(p)))
+	return int64(len(p))
+}
+
+// receivedRow records bytes [lo, lo+n) of row row's data as written on
+// their members.
+func (a *Array) receivedRow(v *View, row, lo, n int64) {
+	chunk := a.geo.Chunk()
+	for i := lo / chunk; i*chunk < lo+n; i++ {
+		a0, a1 := max(lo, i*chunk), min(lo+n, (i+1)*chunk)
+		v.devs[a.geo.DataMember(row, int(i))].(receiver).Received(v.dataOff+row*chunk+a0-i*chunk, a1-a0)
+	}
 }
 
 // memberChunk returns the memory of member m's chunk of row row, which
@@ -256,7 +359,7 @@ func (a *Array) journalHolds(v *View, lo, hi int64) bool {
 // member file shrunk behind raidd's back): the caller then resyncs the
 // row through the members' ordinary reads, which meet the fault and fail
 // the member.
-func (a *Array) takeRow(op *Op, f RowFiller, v *View, row, n int64, punched *int64) (ok bool) {
+func (a *Array) takeRow(op *Op, f RowFiller, v *View, row, lo, n int64, punched *int64) (ok bool) {
 	chunk, dk, np := a.geo.Chunk(), a.geo.DataMembers(), a.geo.Tolerance()
 	at := v.dataOff + row*chunk
 	old := debug.SetPanicOnFault(true)
@@ -275,9 +378,10 @@ func (a *Array) takeRow(op *Op, f RowFiller, v *View, row, n int64, punched *int
 	for i := range data {
 		m := a.geo.DataMember(row, i)
 		data[i], _ = a.memberChunk(v, m, row)
-		if c := min(max(n-int64(i)*chunk, 0), chunk); c > 0 {
-			v.devs[m].(receiver).Received(at, c)
-			*punched += a.elideReceived(op, m, at, data[i][:c])
+		c0 := int64(i) * chunk
+		if a0, a1 := max(lo, c0), min(lo+n, c0+chunk); a0 < a1 {
+			v.devs[m].(receiver).Received(at+a0-c0, a1-a0)
+			*punched += a.elideReceived(op, m, at+a0-c0, data[i][a0-c0:a1-c0])
 		}
 	}
 	pm := [2]int{a.geo.ParityMember(row), a.geo.QMember(row)}

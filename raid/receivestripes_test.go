@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -104,20 +105,26 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 						z := rng.Int64N(ln)
 						clear(p[z:min(ln, z+2*chunk)])
 					}
+					// The first k bytes come as pre (what the server had
+					// buffered), the rest from recv, cut after cut bytes.
+					k := 0
+					if rng.IntN(2) == 0 {
+						k = rng.IntN(int(min(ln, 3*chunk)))
+					}
 					cut := -1
 					if rng.IntN(4) == 0 {
-						cut = rng.IntN(int(ln))
+						cut = rng.IntN(int(ln) - k)
 					}
 					calls := 0
 					scratch := make([]byte, ln)
-					done, err := a.ReceiveAt(scratch, off, recvInPlace(p, cut, &calls, scratch, &inPlace[w]))
+					done, err := a.ReceiveAt(scratch, off, p[:k], recvInPlace(p[k:], cut, &calls, scratch, &inPlace[w]))
 					if !assert.True(t, done >= 0 && int64(done) <= ln) {
 						return
 					}
-					if calls == 0 && !assert.Zero(t, done) {
+					if !assert.True(t, calls > 0 || done <= k, "done past pre without a recv") {
 						return
 					}
-					if !receivedAsCut(t, err, cut, done) {
+					if !receivedAsCut(t, err, cut, done-k) {
 						return
 					}
 					if int64(done) < ln { // the rest, as the server writes it
@@ -170,7 +177,7 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 	p := make([]byte, 3*width)
 	p[0] = 1
 	calls, in := 0, int64(0)
-	done, err := a.ReceiveAt(make([]byte, len(p)), 0, recvInPlace(p, -1, &calls, nil, &in))
+	done, err := a.ReceiveAt(make([]byte, len(p)), 0, nil, recvInPlace(p, -1, &calls, nil, &in))
 	require.NoError(t, err)
 	require.Equal(t, len(p), done)
 	require.Equal(t, int64(len(p)), in, "every byte received in place")
@@ -186,11 +193,14 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 // TestReceiveStripesDeclines: a parity array receives in place only a
 // write that holds a whole stripe, on a healthy array with a stripe cache
 // and no checksums, whose whole stripes have nothing in the cache and no
-// record in the write-hole log's epoch. Otherwise it asks for nothing,
+// record in the write-hole log's epoch; its head piece too when it
+// completes a stripe whose rest is cached. Otherwise it asks for nothing,
 // and the write is the caller's (WriteAt).
 func TestReceiveStripesDeclines(t *testing.T) {
 	const chunk = 64 << 10
 	const width = 2 * chunk // RAID5 × 3
+	prepBytes := make([]byte, width)
+	randomBytes(prepBytes, 7)
 	type setup struct {
 		name  string
 		co    raid.CreateOptions
@@ -206,6 +216,13 @@ func TestReceiveStripesDeclines(t *testing.T) {
 	sums.Checksums = true
 	for _, tc := range []setup{
 		{name: "healthy", co: r5, o: cache, off: width / 2, n: 2 * width, takes: true},
+		{name: "head completes a cached stripe", co: r5, o: raid.Options{CleanDelay: -1, StripeCache: 1 << 20, StripeCacheDelay: time.Hour},
+			off: width + width/2, n: width/2 + width, takes: true, prep: func(t *testing.T, a *raid.Array) {
+				// The start of the second stripe, cached (the tail of a
+				// stream's write before): the head completes it in place.
+				_, err := a.WriteAt(prepBytes[:width/2], width)
+				require.NoError(t, err)
+			}},
 		{name: "no stripe cache", co: r5, o: raid.Options{CleanDelay: -1}, n: 2 * width},
 		{name: "checksums", co: sums, o: cache, n: 2 * width},
 		{name: "no whole stripe", co: r5, o: cache, off: width / 2, n: width},
@@ -233,7 +250,7 @@ func TestReceiveStripesDeclines(t *testing.T) {
 			calls, in := 0, int64(0)
 			scratch := make([]byte, tc.n)
 			before := a.Status().Stats
-			done, err := a.ReceiveAt(scratch, tc.off, recvInPlace(p, -1, &calls, scratch, &in))
+			done, err := a.ReceiveAt(scratch, tc.off, nil, recvInPlace(p, -1, &calls, scratch, &in))
 			require.NoError(t, err)
 			if !tc.takes {
 				assert.Zero(t, done)
@@ -241,15 +258,27 @@ func TestReceiveStripesDeclines(t *testing.T) {
 				return
 			}
 			assert.Equal(t, tc.n, done)
-			assert.Equal(t, int64(width), in, "the whole stripe received in place")
 			after := a.Status().Stats
-			assert.Equal(t, int64(width+chunk), after.MemberBytesWritten-before.MemberBytesWritten,
-				"the whole stripe's data and parity written; its ends cached")
 			assert.Equal(t, int64(tc.n), after.ClientBytesWritten-before.ClientBytesWritten)
+			if tc.prep == nil {
+				assert.Equal(t, int64(width), in, "the whole stripe received in place")
+				assert.Equal(t, int64(width+chunk), after.MemberBytesWritten-before.MemberBytesWritten,
+					"the whole stripe's data and parity written; its ends cached")
+			} else {
+				assert.Equal(t, int64(tc.n), in, "the head and the whole stripe received in place")
+				assert.Equal(t, int64(2*(width+chunk)), after.MemberBytesWritten-before.MemberBytesWritten,
+					"two stripes' data (the cached piece's too) and parity written")
+				assert.Zero(t, a.Status().StripeCache.Bytes, "the completed stripe left the cache")
+			}
 			got := make([]byte, tc.n)
 			_, err = a.ReadAt(got, tc.off)
 			require.NoError(t, err)
 			assert.Equal(t, p, got)
+			if tc.prep != nil {
+				_, err = a.ReadAt(got[:width/2], width)
+				require.NoError(t, err)
+				assert.Equal(t, prepBytes[:width/2], got[:width/2], "the cached piece, on the members")
+			}
 			require.NoError(t, a.Sync())
 			checkConsistent(t, a)
 		})
@@ -297,7 +326,7 @@ func TestReceiveStripesFault(t *testing.T) {
 			p := make([]byte, ln)
 			randomBytes(p, 2)
 			calls := 0
-			done, err := a.ReceiveAt(make([]byte, len(p)), off, recvFaulting(p, &calls))
+			done, err := a.ReceiveAt(make([]byte, len(p)), off, nil, recvFaulting(p, &calls))
 			require.Positive(t, calls)
 			if holds == "data" {
 				require.ErrorIs(t, err, errRecvFault)

@@ -105,9 +105,9 @@ func (t *timedArray) SpliceReadAt(p []byte, off int64, send func(src syscall.Raw
 // ReceiveAt times a write received into the members' memory, from its
 // first byte received to its last (so it includes the client's sending);
 // one it declines is timed by the WriteAt that serves it.
-func (t *timedArray) ReceiveAt(p []byte, off int64, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error) {
+func (t *timedArray) ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error) {
 	start := time.Now()
-	n, err := t.Array.ReceiveAt(p, off, recv)
+	n, err := t.Array.ReceiveAt(p, off, pre, recv)
 	if n > 0 {
 		observe(t.write, start)
 	}

@@ -104,16 +104,10 @@ func (a *Array) receiveStripes(p []byte, off int64, pre []byte, recv func(dsts [
 	// members, the head received next to them, and the row's parity
 	// computed there, as for a whole stripe. Otherwise the head goes
 	// through the cache after the receive, under its own lock. The rows
-	// from lo on are locked: the head's too when the cache looks so now
-	// (checked again under the lock).
-	completes := func() *centry {
-		if e := a.cache.lookup(first - 1); head > 0 && e != nil && len(e.runs) == 1 && e.runs[0] == (span{0, w - head}) {
-			return e
-		}
-		return nil
-	}
+	// from lo on are locked: the head's too when the cache has an entry
+	// for it now (whose pieces are read only under that lock).
 	lo := first
-	if completes() != nil {
+	if head > 0 && a.cache.lookup(first-1) != nil {
 		lo--
 	}
 	if a.beginWrite() != nil {
@@ -139,7 +133,9 @@ func (a *Array) receiveStripes(p []byte, off int64, pre []byte, recv func(dsts [
 	}
 	var he *centry // the head's stripe's cache entry, when it completes
 	if lo < first {
-		he = completes()
+		if e := a.cache.lookup(first - 1); e != nil && len(e.runs) == 1 && e.runs[0] == (span{0, w - head}) {
+			he = e
+		}
 	}
 	// Hold every member, in the order of their roles, until the rows'
 	// parity is computed: the punches and any resync run after the

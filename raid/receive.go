@@ -92,15 +92,11 @@ func (a *Array) ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]by
 	}
 	// The array is marked dirty (and the write-intent bitmap set) before
 	// any member byte changes, as for WriteAt.
-	if a.beginWrite() != nil {
+	end, ok := a.markReceive(off, n)
+	if !ok {
 		return 0, nil
 	}
-	defer a.endWrite()
-	rowLo, rowHi := a.geo.RowRange(off, n)
-	if a.markWrite(rowLo, rowHi) != nil {
-		return 0, nil
-	}
-	defer a.doneWrite(rowLo, rowHi)
+	defer end()
 	// Hold every member written, once each, in the order of their roles,
 	// until the bytes are received and searched for zero blocks (and
 	// before the punches run: a member that cannot punch writes zeroes,
@@ -285,4 +281,24 @@ func copyGuarded(dsts [][]byte, src []byte) (n int) {
 		}
 	}
 	return n
+}
+
+// markReceive marks the array dirty and sets the write-intent bitmap for
+// a received write of [off, off+n) before any member byte changes, as
+// WriteAt does; end, once the write is done, ends what it began. It
+// reports false, with nothing begun, when either fails (the array has
+// failed or is closing): the receive then declines, and WriteAt meets it.
+func (a *Array) markReceive(off, n int64) (end func(), ok bool) {
+	if a.beginWrite() != nil {
+		return nil, false
+	}
+	rowLo, rowHi := a.geo.RowRange(off, n)
+	if a.markWrite(rowLo, rowHi) != nil {
+		a.endWrite()
+		return nil, false
+	}
+	return func() {
+		a.doneWrite(rowLo, rowHi)
+		a.endWrite()
+	}, true
 }

@@ -62,6 +62,29 @@ func recvFrom(src []byte, cut int, calls *int) func(dsts [][]byte, atLeast int) 
 	}
 }
 
+// readsAsModel reads [off, off+ln) of a and asserts that it holds what ref
+// does.
+func readsAsModel(t *testing.T, a *raid.Array, ref []byte, off, ln int64) bool {
+	got := make([]byte, ln)
+	_, err := a.ReadAt(got, off)
+	return assert.NoError(t, err) && assert.Equal(t, ref[off:off+ln], got, "read [%d, +%d)", off, ln)
+}
+
+// requireWholeArray requires a's bytes to be ref's.
+func requireWholeArray(t *testing.T, a *raid.Array, ref []byte, msg string) {
+	got := make([]byte, len(ref))
+	_, err := a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, ref, got, msg)
+}
+
+func sum(ns []int64) (total int64) {
+	for _, n := range ns {
+		total += n
+	}
+	return total
+}
+
 // recvStep is how many bytes recvFrom places a call unless asked to wait
 // for more.
 const recvStep = 40000
@@ -158,8 +181,7 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 					}
 					copy(ref[off:], p)
 				default:
-					got := make([]byte, ln)
-					if _, err := a.ReadAt(got, off); !assert.NoError(t, err) || !assert.Equal(t, ref[off:off+ln], got, "read [%d, +%d)", off, ln) {
+					if !readsAsModel(t, a, ref, off, ln) {
 						return
 					}
 				}
@@ -168,15 +190,8 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 	}
 	wg.Wait()
 	require.False(t, t.Failed())
-	total := int64(0)
-	for _, r := range received {
-		total += r
-	}
-	require.Positive(t, total, "writes were received in place")
-	got := make([]byte, size)
-	_, err := a.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.Equal(t, ref, got, "the whole array")
+	require.Positive(t, sum(received[:]), "writes were received in place")
+	requireWholeArray(t, a, ref, "the whole array")
 	st := a.Status().Stats
 	assert.Positive(t, st.MemberBytesElided, "received zero blocks are punched")
 
@@ -191,7 +206,7 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 	st2 := a.Status().Stats
 	assert.Equal(t, int64(len(p)-4096), st2.MemberBytesElided-st.MemberBytesElided, "zero blocks punched")
 	assert.Equal(t, int64(4096), st2.MemberBytesWritten-st.MemberBytesWritten, "the one data block written")
-	got = make([]byte, len(p))
+	got := make([]byte, len(p))
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
 	require.Equal(t, p, got)

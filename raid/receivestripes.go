@@ -110,15 +110,11 @@ func (a *Array) receiveStripes(p []byte, off int64, pre []byte, recv func(dsts [
 	if head > 0 && a.cache.lookup(first-1) != nil {
 		lo--
 	}
-	if a.beginWrite() != nil {
+	end, ok := a.markReceive(off, n)
+	if !ok {
 		return 0, nil
 	}
-	defer a.endWrite()
-	rowLo, rowHi := a.geo.RowRange(off, n)
-	if a.markWrite(rowLo, rowHi) != nil {
-		return 0, nil
-	}
-	defer a.doneWrite(rowLo, rowHi)
+	defer end()
 	a.locks.Lock(lo, last)
 	locked := true
 	unlock := func() {

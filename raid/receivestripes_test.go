@@ -145,8 +145,7 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 						return
 					}
 				default:
-					got := make([]byte, ln)
-					if _, err := a.ReadAt(got, off); !assert.NoError(t, err) || !assert.Equal(t, ref[off:off+ln], got, "read [%d, +%d)", off, ln) {
+					if !readsAsModel(t, a, ref, off, ln) {
 						return
 					}
 				}
@@ -155,21 +154,11 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 	}
 	wg.Wait()
 	require.False(t, t.Failed())
-	total := int64(0)
-	for _, r := range inPlace {
-		total += r
-	}
-	require.Positive(t, total, "whole stripes were received into the members")
-	got := make([]byte, size)
-	_, err := a.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.Equal(t, ref, got, "the whole array")
+	require.Positive(t, sum(inPlace[:]), "whole stripes were received into the members")
+	requireWholeArray(t, a, ref, "the whole array")
 	require.NoError(t, a.Sync())
 	checkConsistent(t, a, "parity after received writes")
-	got = make([]byte, size)
-	_, err = a.ReadAt(got, 0)
-	require.NoError(t, err)
-	require.Equal(t, ref, got, "the whole array after the sync")
+	requireWholeArray(t, a, ref, "the whole array after the sync")
 
 	// Whole stripes of zeroes but their first byte: the data's zero
 	// blocks and the parity's are punched, and every byte reads back.
@@ -183,7 +172,7 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 	require.Equal(t, int64(len(p)), in, "every byte received in place")
 	st2 := a.Status().Stats
 	assert.Greater(t, st2.MemberBytesElided-st.MemberBytesElided, int64(len(p)), "zero blocks of data and parity punched")
-	got = make([]byte, len(p))
+	got := make([]byte, len(p))
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
 	require.Equal(t, p, got)

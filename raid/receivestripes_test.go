@@ -181,10 +181,13 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 
 // TestReceiveStripesDeclines: a parity array receives in place only a
 // write that holds a whole stripe, on a healthy array with a stripe cache
-// and no checksums, whose whole stripes have nothing in the cache and no
-// record in the write-hole log's epoch; its head piece too when it
-// completes a stripe whose rest is cached. Otherwise it asks for nothing,
-// and the write is the caller's (WriteAt).
+// and no checksums, whose whole stripes have nothing in the cache; its
+// head piece too when it completes a stripe whose rest is cached.
+// Otherwise it asks for nothing, and the write is the caller's (WriteAt).
+// (A record of a whole stripe's row in the write-hole log's epoch also
+// declines it, but on members held in memory records go to slots that are
+// cleared when their row write ends, and keep no row in the epoch: no
+// test here can hold one there.)
 func TestReceiveStripesDeclines(t *testing.T) {
 	const chunk = 64 << 10
 	const width = 2 * chunk // RAID5 × 3
@@ -200,12 +203,13 @@ func TestReceiveStripesDeclines(t *testing.T) {
 		takes bool
 	}
 	cache := raid.Options{CleanDelay: -1, StripeCache: 1 << 20}
+	held := raid.Options{CleanDelay: -1, StripeCache: 1 << 20, StripeCacheDelay: time.Hour}
 	r5 := raid.CreateOptions{Name: "r5", Level: stripe.RAID5, Chunk: chunk}
 	sums := r5
 	sums.Checksums = true
 	for _, tc := range []setup{
 		{name: "healthy", co: r5, o: cache, off: width / 2, n: 2 * width, takes: true},
-		{name: "head completes a cached stripe", co: r5, o: raid.Options{CleanDelay: -1, StripeCache: 1 << 20, StripeCacheDelay: time.Hour},
+		{name: "head completes a cached stripe", co: r5, o: held,
 			off: width + width/2, n: width/2 + width, takes: true, prep: func(t *testing.T, a *raid.Array) {
 				// The start of the second stripe, cached (the tail of a
 				// stream's write before): the head completes it in place.
@@ -216,15 +220,12 @@ func TestReceiveStripesDeclines(t *testing.T) {
 		{name: "checksums", co: sums, o: cache, n: 2 * width},
 		{name: "no whole stripe", co: r5, o: cache, off: width / 2, n: width},
 		{name: "degraded", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) { failRole(t, a, 1) }},
-		{name: "cached piece", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) {
-			// The start of the second stripe: cached, as the head of a stream.
+		{name: "cached piece", co: r5, o: held, n: 2 * width, prep: func(t *testing.T, a *raid.Array) {
+			// The start of the second stripe: cached, as the head of a
+			// stream (until the flusher's deadline, an hour here: a piece
+			// written out before the receive would let it take the
+			// stripe, rightly).
 			_, err := a.WriteAt(make([]byte, 4096), width)
-			require.NoError(t, err)
-		}},
-		{name: "record in the epoch", co: r5, o: cache, n: 2 * width, prep: func(t *testing.T, a *raid.Array) {
-			// Inside a chunk of the first stripe: written at once, with a
-			// write-hole record.
-			_, err := a.WriteAt(make([]byte, 4096), 8192)
 			require.NoError(t, err)
 		}},
 	} {

@@ -89,6 +89,39 @@ func sum(ns []int64) (total int64) {
 // for more.
 const recvStep = 40000
 
+// receiveLikeServer writes p at off as the NBD server writes a streamed
+// WRITE to a Receiver: up to maxPre bytes (a random count, or none) as pre,
+// what the reader had buffered, the rest through recv (recvInPlace, cut
+// short at random), and whatever ReceiveAt did not take with WriteAt. It
+// adds to *inPlace the bytes recv placed in the members, and reports
+// whether every check held.
+func receiveLikeServer(t *testing.T, a *raid.Array, rng *rand.Rand, p []byte, off, maxPre int64, inPlace *int64) bool {
+	ln := int64(len(p))
+	k := 0
+	if rng.IntN(2) == 0 {
+		k = rng.IntN(int(min(ln, maxPre)))
+	}
+	cut := -1
+	if rng.IntN(4) == 0 {
+		cut = rng.IntN(int(ln) - k)
+	}
+	calls := 0
+	scratch := make([]byte, ln)
+	done, err := a.ReceiveAt(scratch, off, p[:k], recvInPlace(p[k:], cut, &calls, scratch, inPlace))
+	if !assert.True(t, done >= 0 && int64(done) <= ln) || !assert.True(t, calls > 0 || done <= k, "done past pre without a recv") {
+		return false
+	}
+	if !receivedAsCut(t, err, cut, done-k) {
+		return false
+	}
+	if int64(done) < ln { // the rest, as the server writes it
+		if _, err := a.WriteAt(p[done:], off+int64(done)); !assert.NoError(t, err) {
+			return false
+		}
+	}
+	return true
+}
+
 // receivedAsCut judges the result of a ReceiveAt whose recv (recvFrom)
 // fails after cut bytes (-1: never): an error must be the cut's, with
 // exactly cut bytes done; without one, the receive ended before the cut
@@ -148,29 +181,8 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 						z := rng.Int64N(ln)
 						clear(p[z:min(ln, z+3*4096)])
 					}
-					// The first k bytes come as pre (what the server had
-					// buffered), the rest from recv, cut after cut bytes.
-					k := 0
-					if rng.IntN(2) == 0 {
-						k = rng.IntN(int(min(ln, 3*chunk)))
-					}
-					cut := -1
-					if rng.IntN(4) == 0 {
-						cut = rng.IntN(int(ln) - k)
-					}
-					calls := 0
-					done, err := a.ReceiveAt(make([]byte, ln), off, p[:k], recvFrom(p[k:], cut, &calls))
-					if !assert.True(t, done >= 0 && int64(done) <= ln) || !assert.True(t, calls > 0 || done <= k, "done past pre without a recv") {
+					if !receiveLikeServer(t, a, rng, p, off, 3*chunk, &received[w]) {
 						return
-					}
-					if !receivedAsCut(t, err, cut, done-k) {
-						return
-					}
-					received[w] += int64(done)
-					if int64(done) < ln { // the rest, as the server writes it
-						if _, err := a.WriteAt(p[done:], off+int64(done)); !assert.NoError(t, err) {
-							return
-						}
 					}
 					copy(ref[off:], p)
 				case 2:

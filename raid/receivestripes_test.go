@@ -105,32 +105,8 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 						z := rng.Int64N(ln)
 						clear(p[z:min(ln, z+2*chunk)])
 					}
-					// The first k bytes come as pre (what the server had
-					// buffered), the rest from recv, cut after cut bytes.
-					k := 0
-					if rng.IntN(2) == 0 {
-						k = rng.IntN(int(min(ln, 3*chunk)))
-					}
-					cut := -1
-					if rng.IntN(4) == 0 {
-						cut = rng.IntN(int(ln) - k)
-					}
-					calls := 0
-					scratch := make([]byte, ln)
-					done, err := a.ReceiveAt(scratch, off, p[:k], recvInPlace(p[k:], cut, &calls, scratch, &inPlace[w]))
-					if !assert.True(t, done >= 0 && int64(done) <= ln) {
+					if !receiveLikeServer(t, a, rng, p, off, 3*chunk, &inPlace[w]) {
 						return
-					}
-					if !assert.True(t, calls > 0 || done <= k, "done past pre without a recv") {
-						return
-					}
-					if !receivedAsCut(t, err, cut, done-k) {
-						return
-					}
-					if int64(done) < ln { // the rest, as the server writes it
-						if _, err := a.WriteAt(p[done:], off+int64(done)); !assert.NoError(t, err) {
-							return
-						}
 					}
 					copy(ref[off:], p)
 				case 4:

@@ -41,6 +41,11 @@ type conn struct {
 	readFn func(fd uintptr) bool
 	rd     sockRead
 	held   int // replies held since the last send (reader only)
+	// exactHeader: the last request was a large streamed WRITE, so the
+	// next header is read alone (readCap), leaving a payload that follows
+	// it in the socket for the device to receive where it goes.
+	exactHeader bool
+	readCap     int // when > 0, reads through br take at most this much (reader only)
 	// sending: the reader sends held replies from inside a socket read.
 	sending atomic.Bool
 
@@ -205,7 +210,12 @@ func (c *conn) readLoop() {
 		if !c.armHeaderRead() {
 			return
 		}
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		if c.exactHeader && c.raw != nil && c.br.Buffered() < requestHeaderLen {
+			c.readCap = requestHeaderLen - c.br.Buffered()
+		}
+		_, err := io.ReadFull(c.br, c.hdr[:])
+		c.readCap = 0
+		if err != nil {
 			if c.readTimedOut(err) {
 				s.stats.idleTimeouts.Add(1)
 				c.log.Debug("nbd: idle timeout; closing connection", "idle", s.opts.IdleTimeout)
@@ -243,6 +253,7 @@ func (c *conn) readLoop() {
 		r.h, r.streamed, r.streamErr, r.received = h, false, nil, 0
 		inline := c.inlineWrite(&h) || c.inlineRead(&h) // the reader runs it itself
 		streamed := inline && h.typ == cmdWrite && c.streams(&h)
+		c.exactHeader = streamed && h.length >= exactHeaderMin
 		if !inline || streamed || (h.typ == cmdWrite && c.br.Buffered() < int(h.length) && c.raw == nil) {
 			c.releaseReplies() // it may wait: for a worker, a budget, or its payload
 		}

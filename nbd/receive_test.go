@@ -25,7 +25,8 @@ type recvDev struct {
 	decline          bool
 	ro               []byte // the read-only page
 	calls            int
-	pre              int // the bytes the server had buffered (pre)
+	pre              int   // the bytes the server had buffered (pre)
+	pres             []int // pre of every call
 }
 
 func (d *recvDev) ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]byte, atLeast int) (int, error)) (int, error) {
@@ -57,6 +58,7 @@ func (d *recvDev) ReceiveAt(p []byte, off int64, pre []byte, recv func(dsts [][]
 		step = 64 << 10 // and whatever has arrived besides
 	}
 	d.pre = len(pre)
+	d.pres = append(d.pres, len(pre))
 	got, err := recvAll(recv, dsts, pre, step)
 	copy(mem[:min(got, d.viaBuf)], p)
 	if d.faultAfter > 0 && got > d.faultAfter {
@@ -179,6 +181,41 @@ func TestReceivedWrite(t *testing.T) {
 			assert.Equal(t, pattern(4096, 2), cl.read(0, 4096))
 		})
 	}
+}
+
+// TestReceivedWriteHeaderAlone: after a large streamed WRITE the reader
+// reads the next header alone, so a large WRITE whose payload is already
+// waiting in the socket is received from the socket whole, with nothing
+// buffered before it (pre), not partly from the reader's buffer; the small
+// requests after them are served as ever, and every byte is where it
+// belongs.
+func TestReceivedWriteHeaderAlone(t *testing.T) {
+	dev := recvDev{pieceDev: &pieceDev{memDev: newMemDev(4 << 20), inline: true}}
+	ts := startServer(t, oneExport(&dev), true)
+	cl := connect(t, ts, "disk", true)
+	const size = 256 << 10
+	var all []byte
+	var handles []uint64
+	for i := range 3 {
+		h, b := cl.request(cmdWrite, 0, uint64(i*size), size, pattern(size, byte(20+i)))
+		all, handles = append(all, b...), append(handles, h)
+	}
+	h, b := cl.request(cmdWrite, 0, 3*size, 4096, pattern(4096, 30))
+	all, handles = append(all, b...), append(handles, h)
+	cl.write(all) // every request is in the socket before most are read
+	for _, h := range handles {
+		r := cl.readReply()
+		require.Equal(t, h, r.handle)
+		require.Zero(t, r.errno)
+	}
+	require.Equal(t, 3, dev.calls, "the three large WRITEs are received")
+	assert.Equal(t, []int{0, 0}, dev.pres[1:], "after a large WRITE the next header is read alone")
+	assert.Equal(t, int64(3*size-dev.pres[0]), ts.s.Stats().BytesReceived)
+	for i := range 3 {
+		assert.Equal(t, pattern(size, byte(20+i)), dev.snapshot(int64(i*size), size))
+	}
+	assert.Equal(t, pattern(4096, 30), cl.read(3*size, 4096))
+	assert.Equal(t, pattern(size, 21), cl.read(size, size))
 }
 
 // TestReceivedWriteOff: with NoReceive a device that could receive in

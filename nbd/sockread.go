@@ -27,6 +27,17 @@ import (
 // maxHeld bounds the replies the reader holds before it sends them.
 const maxHeld = 16
 
+// exactHeaderMin: after a streamed WRITE of at least this many bytes the
+// reader reads the next request's header alone (conn.exactHeader), not a
+// buffer's worth. In a stream of large writes the socket holds the next
+// header and its payload; a buffer fill would take up to connReadBufSize of
+// that payload into the buffer, and the device would copy it from there
+// (the Receiver's pre, the streamer's buffered bytes). Read alone, the
+// header costs the same one system call, and the payload goes from the
+// socket straight to where it belongs. A request that is not such a write
+// ends it, so small requests keep sharing buffer fills.
+const exactHeaderMin = connReadBufSize
+
 // connReader is what the reader's bufio.Reader reads from: the socket,
 // through readSock once transmission starts on a plain connection, else
 // the connection itself.
@@ -34,6 +45,9 @@ type connReader struct{ c *conn }
 
 func (r connReader) Read(p []byte) (int, error) {
 	if r.c.raw != nil {
+		if k := r.c.readCap; k > 0 && len(p) > k {
+			p = p[:k]
+		}
 		return r.c.readSock(p)
 	}
 	return r.c.dc.Read(p)

@@ -373,7 +373,6 @@ func (a *Array) takeRow(op *Op, f RowFiller, v *View, row, lo, n int64, punched 
 		c0 := int64(i) * chunk
 		if a0, a1 := max(lo, c0), min(lo+n, c0+chunk); a0 < a1 {
 			v.devs[m].(receiver).Received(at+a0-c0, a1-a0)
-			*punched += a.elideReceived(op, m, at+a0-c0, data[i][a0-c0:a1-c0])
 		}
 	}
 	pm := [2]int{a.geo.ParityMember(row), a.geo.QMember(row)}
@@ -384,10 +383,27 @@ func (a *Array) takeRow(op *Op, f RowFiller, v *View, row, lo, n int64, punched 
 		par = append(par, d)
 	}
 	f.FillRow(op, data, par)
+	// The zero scans run after the parity: FillRow has just read the
+	// data, so the scan finds it in the cache (before it, each 4 KiB
+	// block's first line was a miss). The parity, which FillRow stored
+	// past the cache, is scanned only when a data block of the row was
+	// zero: a parity block is zero where the row's data blocks are, and
+	// otherwise only where they cancel out (equal blocks), which is left
+	// written rather than paid for with a miss per block of every row.
+	var zero int64
+	for i := range data {
+		c0 := int64(i) * chunk
+		if a0, a1 := max(lo, c0), min(lo+n, c0+chunk); a0 < a1 {
+			zero += a.elideReceived(op, a.geo.DataMember(row, i), at+a0-c0, data[i][a0-c0:a1-c0])
+		}
+	}
 	for k := range np {
 		v.devs[pm[k]].(receiver).Received(at, chunk)
-		*punched += a.elideReceived(op, pm[k], at, par[k])
+		if zero > 0 {
+			zero += a.elideReceived(op, pm[k], at, par[k])
+		}
 	}
+	*punched += zero
 	return true
 }
 

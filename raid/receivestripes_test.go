@@ -251,6 +251,65 @@ func TestReceiveStripesDeclines(t *testing.T) {
 	}
 }
 
+// TestReceiveStripesDeclineRecord: a row with a write-hole record in the
+// log's current epoch is not received in place. Such a row records every
+// later write, whole stripes too, so that replay never ends on a record
+// whose partial parities are stale; the receive writes none. Only a log
+// that appends its records keeps a row in the epoch: on members held in
+// memory the log is slotted unless its area holds fewer than 8 slots, as
+// RAID5 × 3 with 1 MiB chunks gives. The write then goes the usual way
+// (the NBD server's WriteAt), recorded, and reads back.
+func TestReceiveStripesDeclineRecord(t *testing.T) {
+	const chunk = 1 << 20
+	const width = 2 * chunk // RAID5 × 3
+	devs := tmpfsDevs(t, 3, levelSizeFor(stripe.RAID5, chunk, 8))
+	a := createArray(t, devs, raid.CreateOptions{Name: "r5", Level: stripe.RAID5, Chunk: chunk},
+		raid.Options{CleanDelay: -1, StripeCache: 16 << 20})
+	st := a.Status()
+	require.NotNil(t, st.Journal)
+	require.Zero(t, st.Journal.SlotBytes, "the log appends its records (fewer than 8 slots)")
+
+	// A partial write of row 1, written out by Sync: its record stays in
+	// the epoch (Sync does not checkpoint).
+	_, err := a.WriteAt(make([]byte, 4096), width+8192)
+	require.NoError(t, err)
+	require.NoError(t, a.Sync())
+	require.Zero(t, a.Status().StripeCache.Bytes, "nothing cached")
+	records := a.Status().Journal.Records
+	require.Positive(t, records)
+
+	p := make([]byte, 2*width)
+	randomBytes(p, 5)
+	calls, in := 0, int64(0)
+	scratch := make([]byte, len(p))
+	done, err := a.ReceiveAt(scratch, width, nil, recvInPlace(p, -1, &calls, scratch, &in))
+	require.NoError(t, err)
+	assert.Zero(t, done, "declined")
+	assert.Zero(t, calls, "recv was called")
+
+	_, err = a.WriteAt(p, width)
+	require.NoError(t, err)
+	assert.Greater(t, a.Status().Journal.Records, records, "row 1's whole-stripe write is recorded")
+	got := make([]byte, len(p))
+	_, err = a.ReadAt(got, width)
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+
+	// A row with no record (row 3) is still received in place.
+	q := make([]byte, width)
+	randomBytes(q, 6)
+	calls, in = 0, 0
+	done, err = a.ReceiveAt(scratch[:width], 3*width, nil, recvInPlace(q, -1, &calls, scratch[:width], &in))
+	require.NoError(t, err)
+	assert.Equal(t, width, done)
+	assert.Equal(t, int64(width), in, "received in place")
+	_, err = a.ReadAt(got[:width], 3*width)
+	require.NoError(t, err)
+	assert.Equal(t, q, got[:width])
+	require.NoError(t, a.Sync())
+	checkConsistent(t, a)
+}
+
 // TestReceiveStripesFault: a member file shrunk behind raidd's back. When
 // the member holds data in the first whole row, the receive stops at the
 // first page it cannot write (the kernel's EFAULT); when it holds the

@@ -44,7 +44,11 @@
 //     Device does not take (it declines, stops early, or its memory
 //     faults: EFAULT) is streamed as above (Options.NoReceive turns this
 //     off; Stats.BytesReceived counts the bytes placed outside the
-//     server's buffer).
+//     server's buffer). After such a WRITE of 128 KiB or more the reader
+//     reads the next request's header alone instead of a buffer's worth
+//     (conn.exactHeader), so that in a stream of large WRITEs the next
+//     payload is not half in the reader's buffer: it goes from the socket
+//     to the Device whole, at the same one read for the header.
 //     So is a READ the Device says is a copy out of memory (InlineReader:
 //     raidd reads of at most 64 KiB over memory members). A WRITE that goes
 //     to the workers is announced to a Device that asks (Prefetcher) as

@@ -70,6 +70,18 @@ func readsAsModel(t *testing.T, a *raid.Array, ref []byte, off, ln int64) bool {
 	return assert.NoError(t, err) && assert.Equal(t, ref[off:off+ln], got, "read [%d, +%d)", off, ln)
 }
 
+// writesAsModel writes ln random bytes (seed) at off with WriteAt, and
+// into ref, the flat model.
+func writesAsModel(t *testing.T, a *raid.Array, seed int64, ref []byte, off, ln int64) bool {
+	p := make([]byte, ln)
+	randomBytes(p, seed)
+	if _, err := a.WriteAt(p, off); !assert.NoError(t, err) {
+		return false
+	}
+	copy(ref[off:], p)
+	return true
+}
+
 // requireWholeArray requires a's bytes to be ref's.
 func requireWholeArray(t *testing.T, a *raid.Array, ref []byte, msg string) {
 	got := make([]byte, len(ref))
@@ -186,12 +198,9 @@ func testReceiveModel(t *testing.T, n int, seed int64) {
 					}
 					copy(ref[off:], p)
 				case 2:
-					p := make([]byte, ln)
-					randomBytes(p, rng.Int64())
-					if _, err := a.WriteAt(p, off); !assert.NoError(t, err) {
+					if !writesAsModel(t, a, rng.Int64(), ref, off, ln) {
 						return
 					}
-					copy(ref[off:], p)
 				default:
 					if !readsAsModel(t, a, ref, off, ln) {
 						return

@@ -110,12 +110,9 @@ func testReceiveStripesModel(t *testing.T, level stripe.Level, n int, policy rai
 					}
 					copy(ref[off:], p)
 				case 4:
-					p := make([]byte, ln)
-					randomBytes(p, rng.Int64())
-					if _, err := a.WriteAt(p, off); !assert.NoError(t, err) {
+					if !writesAsModel(t, a, rng.Int64(), ref, off, ln) {
 						return
 					}
-					copy(ref[off:], p)
 				case 5:
 					if !assert.NoError(t, a.Sync()) {
 						return

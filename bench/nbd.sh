@@ -3,7 +3,8 @@
 # same fio jobs, over unix sockets, in steady state: every target is first
 # written end to end (preconditioned), so that both sides overwrite
 # already-written data; then ROUNDS interleaved rounds (each round runs
-# every job on every target) and the median per job and target. Also the
+# every job on every target, the targets taking turns at going first) and
+# the median per job and target. Also the
 # server CPU time per byte moved, and the write amplification of nbdcopy
 # onto a fresh RAID5, and raidd's peak RSS (its own memory, without the
 # members' tmpfs pages it maps), also with the stripe cache
@@ -164,11 +165,23 @@ for target in "${targets[@]}"; do
 	fio --name=precondition --ioengine=nbd --uri="$turi" --rw=write --bs=1M --iodepth=8 --numjobs=1 \
 		--output-format=json --output="$work/precondition.$tname.json" >/dev/null
 done
+# The targets take turns at going first: round r starts with target r-1
+# (mod 3) and keeps their cyclic order, so over 3 rounds each target runs
+# once in each place. With one fixed order a target always ran right after
+# the same other one (RAID5 after RAID0, nbdkit after RAID5), and whatever
+# the one before leaves behind (its exit from a 10 s burst, the memory it
+# just wrote) fell on the same side in every round: two runs of RAID5
+# sequential writes on one binary, the same day, gave CPU per byte 1.12x
+# nbdkit's in the order RAID0, RAID5, nbdkit and 1.01x in the reverse one.
 for ((round = 1; round <= ROUNDS; round++)); do
+	order=()
+	for ((k = 0; k < ${#targets[@]}; k++)); do
+		order+=("${targets[(k + round - 1) % ${#targets[@]}]}")
+	done
 	for job in "${jobs[@]}"; do
 		jname=${job%%:*}
 		jargs=${job#*:}
-		for target in "${targets[@]}"; do
+		for target in "${order[@]}"; do
 			tname=${target%%:*}
 			turi=${target#*:}
 			echo "round $round/$ROUNDS: fio $jname on $tname ..." >&2

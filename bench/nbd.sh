@@ -168,11 +168,13 @@ done
 # The targets take turns at going first: round r starts with target r-1
 # (mod 3) and keeps their cyclic order, so over 3 rounds each target runs
 # once in each place. With one fixed order a target always ran right after
-# the same other one (RAID5 after RAID0, nbdkit after RAID5), and whatever
+# the same other one (RAID5 after RAID0, nbdkit after RAID5), so whatever
 # the one before leaves behind (its exit from a 10 s burst, the memory it
-# just wrote) fell on the same side in every round: two runs of RAID5
-# sequential writes on one binary, the same day, gave CPU per byte 1.12x
-# nbdkit's in the order RAID0, RAID5, nbdkit and 1.01x in the reverse one.
+# just wrote) fell on the same side in every round. (Two runs of one
+# binary gave RAID5 sequential writes 1.12x nbdkit's CPU per byte in the
+# fixed order and 1.01x in the reverse one; two runs with the turns gave
+# 0.99x and 1.12x: the spread is the machine's, but a fixed order would
+# hide an order effect in it.)
 for ((round = 1; round <= ROUNDS; round++)); do
 	order=()
 	for ((k = 0; k < ${#targets[@]}; k++)); do

@@ -95,17 +95,19 @@ func (c *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "raidd",
 		Short: "Software RAID 0/1/5/6/10 over files and block devices, exported over NBD",
-		Long: `raidd combines regular files and block devices into RAID 0, 1, 5 and 10
-arrays and exports each array as a Network Block Device (NBD) export.
+		Long: `raidd combines regular files and block devices into RAID 0, 1, 5, 6 and
+10 arrays and exports each array as a Network Block Device (NBD) export.
 
   raidd demo     create a RAID5 on sparse files and serve it, in one command
   raidd create   write superblocks and form a new array
   raidd serve    assemble arrays (configured, or given as members) and serve them over NBD
   raidd status   show the arrays of a running raidd (--watch for live progress)
-  raidd check    verify mirrors and parity of a running array
+  raidd check    verify mirrors and parity of a running array (--repair fixes)
   raidd fail, remove, add, replace
                  change the members of a running array
   raidd examine  print the superblock of member devices
+  raidd assemble check that members form an array that starts (--force to
+                 start one that would not)
 
 Configuration for serve comes from a YAML file (--config), environment
 variables with the RAIDD_ prefix (RAIDD_LOG_LEVEL=debug,

@@ -326,6 +326,18 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 		return false, "", fmt.Errorf("%w: a %s of role %d is running; add %s again when it has finished ('raidd status --watch'): the write-intent bitmap keeps what it missed", ErrBusy, a.job.kind, a.job.role, dev.Path)
 	}
 	role := old.Role
+	// On a FAILED array the resync of the dirty regions would have to read
+	// the members that are missing, so it could only stop at its first row
+	// and leave dev rebuilding: untrusted, although it may be the member
+	// that failed last and holds every acknowledged write, which a forced
+	// assembly would then no longer trust. With nothing dirty there is
+	// nothing to resync, and the re-add completes at once.
+	if v := a.view.Load(); v.failed {
+		if n := len(a.bitmap.dirtyRegions()); n > 0 {
+			return false, "", fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble --force MEMBER...' lists what a forced start would trust, then 'raidd serve', or 'raidd serve --force-assemble')",
+				ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), dev.Path, n, dev.Path)
+		}
+	}
 	found := false
 	for i := range a.meta.Members {
 		if mi := &a.meta.Members[i]; mi.UUID == old.MemberUUID {

@@ -141,3 +141,41 @@ func TestAddHeldMemberIsBusy(t *testing.T) {
 	assert.ErrorIs(t, a.Release(r.devs[0].Path), raid.ErrBusy, "an active member is not released")
 	assert.ErrorIs(t, a.Release("nowhere"), raid.ErrNoMember)
 }
+
+// TestReAddOnFailedArrayIsRefused: on a RAID5 that lost a member, took a
+// write, then lost a second, re-adding the second (which missed nothing)
+// online is refused, since resyncing the written regions needs the first:
+// the re-add used to stop at its first row and leave the member
+// rebuilding, and a forced assembly then trusted the first member, which
+// had missed the write, and rebuilt the second from it. Refused, the
+// second stays failed, and the forced assembly trusts it and returns every
+// acknowledged byte.
+func TestReAddOnFailedArrayIsRefused(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, levelSizeFor(stripe.RAID5, chunk, 64))
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "failed", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+	require.NoError(t, err)
+	want := fill(t, a, 13)
+	first, last := r.devs[0].Path, r.devs[1].Path
+	require.NoError(t, a.FailMember(first))
+	writeEnds(t, a, want, 'z')
+	require.NoError(t, a.Sync())
+	require.NoError(t, a.FailMemberChecked(last, true))
+	require.True(t, a.Status().Failed)
+
+	require.NoError(t, a.Release(last))
+	err = a.AddMember(r.devs[1], false)
+	require.ErrorIs(t, err, raid.ErrBusy)
+	assert.Contains(t, err.Error(), "is FAILED")
+	assert.Contains(t, err.Error(), "assemble --force")
+	for _, d := range a.Status().Devices {
+		assert.NotEqual(t, "rebuilding", d.State, "no member was left rebuilding: %+v", d)
+	}
+	require.NoError(t, a.Close())
+
+	a, err = raid.Assemble(r.devs, raid.Options{CleanDelay: 10 * time.Millisecond, ForceAssemble: true})
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	requireContent(t, a, want, "forced assembly trusting the member that failed last")
+}

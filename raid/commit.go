@@ -2,6 +2,7 @@ package raid
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -55,6 +56,15 @@ func (a *Array) commitLocked() error {
 		}
 		wg.Wait()
 		a.cfgMu.Lock()
+		for _, err := range results {
+			// A table the encoder refuses is raidd's own error, not the
+			// members': failing them for it would turn one bug into a
+			// FAILED array.
+			if errors.Is(err, superblock.ErrInvalid) {
+				a.log.Error("superblock update refused: the member table breaks an invariant (a raidd bug); no member is blamed", "err", err)
+				return fmt.Errorf("raid: superblock update: %w", err)
+			}
+		}
 		var errs []error
 		for k, w := range writes {
 			if results[k] == nil {
@@ -153,6 +163,11 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 			changed = true
 			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
 			a.jobMemberFailedLocked(m, s, wasRebuilding)
+			if wasRebuilding && a.meta.RebuildRole == int32(m) {
+				// A rebuild that had stopped (the array failed under it)
+				// keeps its checkpoint with no job running: it goes too.
+				a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+			}
 		}
 	}
 	if !changed {

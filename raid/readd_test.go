@@ -179,3 +179,31 @@ func TestReAddOnFailedArrayIsRefused(t *testing.T) {
 	defer func() { checkAndClose(t, a) }()
 	requireContent(t, a, want, "forced assembly trusting the member that failed last")
 }
+
+// TestFailStoppedRebuildTarget: a rebuild that stopped because the array
+// failed under it keeps its checkpoint with no job running; failing its
+// target then clears the checkpoint with it. The superblock encoder
+// refused a table whose rebuild role no member rebuilds, and the members
+// that could not take it, the healthy ones, were marked failed for it.
+func TestFailStoppedRebuildTarget(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(5, levelSizeFor(stripe.RAID5, chunk, 64))
+	a, err := raid.Create(r.devs[:4], raid.CreateOptions{Name: "stopped", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1, RebuildMaxRate: chunk})
+	require.NoError(t, err)
+	defer func() { _ = a.Close() }()
+	fill(t, a, 14)
+	require.NoError(t, a.FailMember(r.devs[0].Path))
+	require.NoError(t, a.AddMember(r.devs[4], false)) // a spare, rebuilt onto slowly
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, true))
+	st := waitIdle(t, a) // the rebuild stops: the array failed
+	require.True(t, st.Failed)
+	require.NoError(t, a.FailMemberChecked(r.devs[4].Path, true))
+	for _, d := range a.Status().Devices {
+		if d.Path == r.devs[2].Path || d.Path == r.devs[3].Path {
+			assert.Equal(t, "active", d.State, "a healthy member is not blamed: %+v", d)
+		}
+		if d.Path == r.devs[4].Path {
+			assert.Equal(t, "failed", d.State, "%+v", d)
+		}
+	}
+}

@@ -3,8 +3,11 @@ package raid
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/raidd/raidd/internal/member"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -176,6 +179,11 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record member failure on any member", "err", err)
 	}
+	for m := 0; m < a.geo.Members(); m++ {
+		if mask&(1<<uint(m)) != 0 && errors.Is(errs[m], member.ErrShrunk) {
+			a.markContentLostLocked(v, m)
+		}
+	}
 	// Status shows the failure no later than requests see it: a request
 	// that loads the new View fails at once, while this goroutine (a
 	// rebuild that met the failure, say) still has events to send and
@@ -189,6 +197,44 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	}
 	a.event(Event{Kind: EventDegraded, Role: -1})
 	a.claimSparesLocked()
+}
+
+// markContentLostLocked writes the current member table, which records
+// role m's member as failed, onto that member's own header, when the
+// member failed because its file shrank: the bytes past the new end are
+// gone, so the member must not come back by a re-add, which resyncs only
+// the regions written while it was out (and would trust the lost tail),
+// but by a full rebuild. A re-add refuses a member whose own superblock
+// does not say it was in sync (reAddBlockerLocked), and that survives a
+// restart. The member's File refuses every write once it found the file
+// short, so the header is written through a descriptor of its own; the
+// write is best effort (a file shrunk into its header has lost it anyway,
+// and is refused as damaged). Callers hold commitMu and cfgMu, after the
+// commit that recorded the failure.
+func (a *Array) markContentLostLocked(v *View, m int) {
+	for _, mi := range a.meta.Members {
+		s := a.slots[mi.UUID]
+		if int(mi.Role) != m || mi.State != superblock.MemberFailed || s == nil || s.dev != v.devs[m] || s.path == "" {
+			continue
+		}
+		f, err := os.OpenFile(s.path, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() < superblock.HeaderSize {
+			return
+		}
+		meta := a.meta.Clone()
+		meta.Role, meta.MemberUUID = mi.Role, mi.UUID
+		if err := superblock.Write(f, meta); err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			a.log.Warn("cannot record on the shrunk member's own superblock that it failed: a 'raidd add' of it would resync only the regions written while it was out; zero its first MiB first, so that it is rebuilt in full", "path", s.path, "err", err)
+		}
+		return
+	}
 }
 
 // jobMemberFailedLocked adjusts the running job to the failure of s, which

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,65 @@ func testShrunkMember(t *testing.T, level stripe.Level, n int, cut int64) {
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got), "data after reassembly")
+}
+
+// TestShrunkMemberComesBackInFull: a member that failed because its file
+// shrank has lost the bytes past the new end, so when the operator
+// restores its size and adds it back, after a restart, it is rebuilt in
+// full. A re-add would resync only the regions written while it was out
+// (none here: the bitmap was clean) and trust the lost tail, which the
+// next lost member would then return as the array's data.
+func TestShrunkMemberComesBackInFull(t *testing.T) {
+	const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
+	dir := t.TempDir()
+	var paths []string
+	for i := range 3 {
+		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		require.NoError(t, member.CreateSparse(p, size))
+		paths = append(paths, p)
+	}
+	openOne := func(p string) raid.Device {
+		f, err := member.Open(p, member.Options{})
+		require.NoError(t, err)
+		return raid.Device{Path: p, Member: f}
+	}
+	open := func() (devs []raid.Device) {
+		for _, p := range paths {
+			devs = append(devs, openOne(p))
+		}
+		return devs
+	}
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(open(), raid.CreateOptions{Name: "shrink", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+	require.NoError(t, err)
+	want := make([]byte, written)
+	rand.New(rand.NewSource(8)).Read(want)
+	_, err = a.WriteAt(want, 0)
+	require.NoError(t, err)
+	require.NoError(t, a.Sync())
+	waitBitmapClean(t, a)
+
+	const victim = 2
+	require.NoError(t, os.Truncate(paths[victim], 4<<20)) // its header stays
+	got := make([]byte, written)
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got))
+	require.True(t, a.Status().Degraded, "the short member failed")
+	require.NoError(t, a.Close())
+
+	require.NoError(t, os.Truncate(paths[victim], size)) // the operator restores its size
+	a, err = raid.Assemble(open(), opts)
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	require.NoError(t, a.Release(paths[victim]))
+	require.NoError(t, a.AddMember(openOne(paths[victim]), false))
+	st := waitIdle(t, a)
+	require.False(t, st.Degraded)
+	require.NotNil(t, st.LastRecovery)
+	assert.Equal(t, "rebuild", st.LastRecovery.Kind, "a full rebuild, not a re-add: %+v", st.History)
+	require.NoError(t, a.FailMember(paths[0]))
+	_, err = a.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
 }

@@ -257,28 +257,38 @@ func heldBy(h, me *superblock.InUse, force bool) string {
 
 // running reports whether process pid (in this PID namespace) exists and
 // started at procStart clock ticks after boot.
+// A process that has exited but not been reaped yet (a zombie, state Z,
+// as a SIGKILLed raidd is until its parent or supervisor waits for it)
+// holds nothing: its descriptors are closed.
 func running(pid uint32, procStart uint64) bool {
-	st, err := procStartTime(strconv.FormatUint(uint64(pid), 10))
-	return err == nil && st == procStart
+	state, st, err := procStat(strconv.FormatUint(uint64(pid), 10))
+	return err == nil && st == procStart && state != "Z" && state != "X"
 }
 
 // procStartTime reads field 22 (starttime) of /proc/PID/stat.
 func procStartTime(pid string) (uint64, error) {
+	_, st, err := procStat(pid)
+	return st, err
+}
+
+// procStat reads fields 3 (state) and 22 (starttime) of /proc/PID/stat.
+func procStat(pid string) (state string, start uint64, err error) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	// The command name (field 2) may hold spaces and parentheses; the
 	// fields after it start after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%s/stat: no command name", pid)
+		return "", 0, fmt.Errorf("/proc/%s/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f))
+		return "", 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f))
 	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+	return f[0], start, err
 }
 
 // self describes this process for an in-use block.

@@ -76,10 +76,25 @@ func TestMemberClaim(t *testing.T) {
 			assert.Contains(t, err.Error(), "/dev/loop9")
 			assert.Contains(t, err.Error(), "stop it first")
 		}
-		// Once it is gone (its PID may even be reused), the claim is stale.
-		_ = child.Process.Kill()
-		_ = child.Wait()
+		// Once it has exited, even before it is reaped (a zombie, as a
+		// SIGKILLed raidd is until its supervisor waits for it), and once
+		// it is gone (its PID may even be reused), the claim is stale.
+		require.NoError(t, child.Process.Kill())
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			state, _, err := procStat(strconv.Itoa(child.Process.Pid))
+			require.NoError(t, err)
+			if state == "Z" {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the child never became a zombie (state %s)", state)
+			time.Sleep(time.Millisecond)
+		}
 		m, err := openMember(path, false, false, false)
+		require.NoError(t, err, "an exited, unreaped holder on this host is taken over")
+		require.NoError(t, m.Close())
+		plantHolder(t, path, &h)
+		_ = child.Wait()
+		m, err = openMember(path, false, false, false)
 		require.NoError(t, err, "a dead holder on this host is taken over")
 		require.NoError(t, m.Close())
 	})

@@ -248,3 +248,27 @@ func TestRecoverMissingMemberFile(t *testing.T) {
 	st = waitRecovery(t, srv, arr.name, nil)
 	assert.False(t, st.Degraded)
 }
+
+// TestAssembleMissingMember: 'raidd assemble' applies serve's rule to a
+// member path that no longer exists (the disk is gone): it counts as
+// missing, so a RAID5 that tolerates it would start degraded, rather than
+// the command stopping at the path.
+func TestAssembleMissingMember(t *testing.T) {
+	t.Parallel()
+	arr := createArray(t, "5", 3, testChunk)
+	require.NoError(t, os.Remove(arr.members[2]))
+	for _, force := range []bool{false, true} {
+		args := []string{"assemble"}
+		if force {
+			args = append(args, "--force")
+		}
+		out, errOut, code := raidd(t, append(args, arr.members...)...)
+		require.Equal(t, 0, code, "force=%v: %s%s", force, out, errOut)
+		assert.Contains(t, errOut, "member not found; assembling without it")
+		assert.Contains(t, out, "degraded")
+		assert.Contains(t, out, "device not present")
+	}
+	out, errOut, code := raidd(t, "assemble", arr.members[2])
+	assert.NotEqual(t, 0, code, "%s", out)
+	assert.Contains(t, errOut, "none of the members exists")
+}

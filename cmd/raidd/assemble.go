@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -49,11 +50,20 @@ resynced over the write-intent bitmap's dirty regions when served.
 				continue
 			}
 			m, err := openMember(abs, !*force, false, false)
+			if errors.Is(err, os.ErrNotExist) {
+				// serve's rule (assembleArray): a member that is gone is
+				// missing, which the level may tolerate.
+				log.Warn("member not found; assembling without it", "path", abs, "err", err)
+				continue
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			devs = append(devs, raid.Device{Path: abs, Member: m})
+		}
+		if len(devs) == 0 && len(errs) == 0 {
+			return errors.New("none of the members exists: give the paths of the array's members")
 		}
 		if len(errs) > 0 {
 			for _, d := range devs {

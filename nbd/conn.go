@@ -33,6 +33,9 @@ type conn struct {
 	// transmission starts.
 	dc  net.Conn
 	tls bool // NBD_OPT_STARTTLS succeeded
+	// noTLS: the client did not set NBD_FLAG_C_FIXED_NEWSTYLE on a server
+	// with TLS, so the connection is in the spec's NOTLS mode.
+	noTLS bool
 	log *slog.Logger
 	br  *bufio.Reader
 	// raw, once set (initSockRead), is the socket the reader's reads go to

@@ -187,6 +187,12 @@
 //     options and unknown options alike), and NBD_OPT_EXPORT_NAME, which has
 //     no error reply, closes the connection.
 //
+// A client that did not reply NBD_FLAG_C_FIXED_NEWSTYLE is in NOTLS mode
+// whatever the mode, as the spec requires: STARTTLS gets
+// NBD_REP_ERR_POLICY, and under TLSRequire so does every other option
+// (never NBD_REP_ERR_TLS_REQD, which NOTLS forbids), so it is served
+// nothing; under TLSOn it is served in plaintext.
+//
 // STARTTLS with option data, or once TLS is established, gets
 // NBD_REP_ERR_INVALID. Otherwise the server replies NBD_REP_ACK and runs
 // the TLS handshake on the same connection, within HandshakeTimeout; the

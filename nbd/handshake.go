@@ -95,6 +95,11 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 		return nil, info, false
 	}
 	c.noZeroes = clientFlags&clientFlagNoZeroes != 0
+	// A client that did not reply with NBD_FLAG_C_FIXED_NEWSTYLE gets the
+	// spec's NOTLS mode whatever the server's TLS setting: STARTTLS is
+	// refused by policy, no option is answered NBD_REP_ERR_TLS_REQD, and
+	// a server that requires TLS serves such a client nothing.
+	c.noTLS = clientFlags&clientFlagFixedNewstyle == 0 && s.opts.TLSMode != TLSOff
 
 	for {
 		var oh [optHeaderLen]byte
@@ -139,7 +144,13 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 			if !c.skip(length) {
 				return nil, info, false
 			}
-			c.optReply(opt, repErrTLSReqd, []byte("TLS is required: send NBD_OPT_STARTTLS first"))
+			if c.noTLS {
+				// NOTLS mode, where TLS cannot start and the spec forbids
+				// NBD_REP_ERR_TLS_REQD: refused by policy.
+				c.optReply(opt, repErrPolicy, []byte("TLS is required, and a client that does not set NBD_FLAG_C_FIXED_NEWSTYLE cannot start it"))
+			} else {
+				c.optReply(opt, repErrTLSReqd, []byte("TLS is required: send NBD_OPT_STARTTLS first"))
+			}
 			if !c.flush() {
 				return nil, info, false
 			}
@@ -290,6 +301,8 @@ func (c *conn) startTLS(n uint32) bool {
 	switch {
 	case c.s.opts.TLSMode == TLSOff:
 		typ, msg = repErrUnsup, "TLS is not configured on this server"
+	case c.noTLS:
+		typ, msg = repErrPolicy, "TLS needs NBD_FLAG_C_FIXED_NEWSTYLE, which the client did not set"
 	case n != 0:
 		typ, msg = repErrInvalid, "NBD_OPT_STARTTLS takes no data"
 	case c.tls:

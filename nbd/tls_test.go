@@ -369,3 +369,39 @@ func TestTLSStalledHandshakeTimesOut(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Eventually(t, func() bool { return ts.s.Stats().TLSFailures == 1 }, 5*time.Second, time.Millisecond)
 }
+
+// TestTLSNeedsFixedNewstyle: a client that did not set
+// NBD_FLAG_C_FIXED_NEWSTYLE is in the spec's NOTLS mode on a server with
+// TLS: STARTTLS is refused by policy and no option is answered
+// NBD_REP_ERR_TLS_REQD. A server that requires TLS serves it nothing
+// (NBD_REP_ERR_POLICY to every option, the end at EXPORT_NAME); one that
+// offers TLS serves it in the clear.
+func TestTLSNeedsFixedNewstyle(t *testing.T) {
+	t.Run("require", func(t *testing.T) {
+		ts, _ := tlsServer(t, TLSRequire, nil)
+		cl := dial(t, ts)
+		cl.hello(clientFlagNoZeroes)
+		for _, opt := range []uint32{optStartTLS, optList, optGo, optStartTLS} {
+			var data []byte
+			if opt == optGo {
+				data = infoData("disk")
+			}
+			cl.sendOpt(opt, data)
+			r := cl.readOptReply()
+			assert.Equal(t, opt, r.opt)
+			assert.Equal(t, repErrPolicy, r.typ, "option %d without fixed newstyle", opt)
+		}
+		cl.sendOpt(optExportName, []byte("disk"))
+		cl.expectClosedNow()
+	})
+	t.Run("on", func(t *testing.T) {
+		ts, _ := tlsServer(t, TLSOn, nil)
+		cl := dial(t, ts)
+		cl.hello(0)
+		cl.sendOpt(optStartTLS, nil)
+		r := cl.readOptReply()
+		assert.Equal(t, repErrPolicy, r.typ, "STARTTLS without fixed newstyle")
+		gop := cl.info(optGo, "disk")
+		require.Equal(t, repAck, gop.final, "served in the clear")
+	})
+}

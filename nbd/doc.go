@@ -260,12 +260,18 @@
 //     suggests EINVAL here and reserves EOVERFLOW for DF reads; raidd's
 //     users asked for EOVERFLOW so that "too big" is told apart from
 //     "malformed". The payload is consumed either way and the connection
-//     stays usable.
+//     stays usable. WRITE_ZEROES and CACHE longer than the maximum block
+//     size are served, as nbdkit serves them: the spec forbids clients to
+//     send them and suggests (SHOULD) EINVAL, but they carry no payload,
+//     so the limit protects nothing, and an engine that zeroes a whole
+//     range at once (holes, metadata) is faster for taking it whole; a
+//     client that ignores the limit loses nothing by being served.
 //
 // Zero-length READ, WRITE, TRIM, WRITE_ZEROES and CACHE requests inside the
 // export (offset <= size) succeed without reaching the device; the spec
 // leaves them unspecified but forbids disconnecting. BLOCK_STATUS has no
-// maximum length (the spec limits only READ, WRITE, CACHE and WRITE_ZEROES). After shutdown has
+// maximum length (the spec limits only READ, WRITE, CACHE and WRITE_ZEROES,
+// of which rule 8 enforces READ and WRITE). After shutdown has
 // begun, every request read gets ESHUTDOWN.
 //
 // Device errors are classified with errors.As(err, &syscall.Errno):

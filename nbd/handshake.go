@@ -114,7 +114,14 @@ func (c *conn) handshake() (e *export, info exportInfo, ok bool) {
 		length := binary.BigEndian.Uint32(oh[12:])
 		if length > maxOptionLen {
 			c.log.Debug("nbd: option too large; closing", "option", opt, "length", length, "err", ErrProtocol)
-			if opt != optExportName {
+			switch opt {
+			case optExportName:
+			case optAbort:
+				// The spec: ABORT is answered with an ACK, its data
+				// ignored; the connection closes after it anyway.
+				c.optReply(opt, repAck, nil)
+				c.flush()
+			default:
 				c.optReply(opt, repErrTooBig, []byte("option data too large"))
 				c.flush()
 			}

@@ -198,13 +198,14 @@ func TestHandshakeAbort(t *testing.T) {
 
 func TestHandshakeHugeOptionDisconnects(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		opt     uint32
-		wantErr bool
+		name string
+		opt  uint32
+		want uint32 // the reply before the close; 0: none
 	}{
-		{"unknown", 0x4242, true},
-		{"go", optGo, true},
-		{"export-name", optExportName, false}, // no error path: plain close
+		{"unknown", 0x4242, repErrTooBig},
+		{"go", optGo, repErrTooBig},
+		{"abort", optAbort, repAck},       // the spec: ABORT gets an ACK, its data ignored
+		{"export-name", optExportName, 0}, // no error path: plain close
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, oneExport(newMemDev(4096)))
@@ -214,9 +215,10 @@ func TestHandshakeHugeOptionDisconnects(t *testing.T) {
 			b = binary.BigEndian.AppendUint32(b, tc.opt)
 			b = binary.BigEndian.AppendUint32(b, 0xfffffff0)
 			cl.write(b)
-			if tc.wantErr {
+			if tc.want != 0 {
 				r := cl.readOptReply()
-				assert.Equal(t, repErrTooBig, r.typ)
+				assert.Equal(t, tc.opt, r.opt)
+				assert.Equal(t, tc.want, r.typ)
 			}
 			cl.expectClosedNow()
 		})

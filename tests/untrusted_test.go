@@ -126,7 +126,7 @@ func TestLoopDeviceAlias(t *testing.T) {
 				"--listen", "unix:" + filepath.Join(dir, "nbd2.sock"), "--control", filepath.Join(dir, "ctl2.sock")}, arr.members...)...)
 			require.True(t, inTime, "serving the files of an array served through loop devices started: %s", out)
 			assert.NotEqual(t, 0, code, out)
-			assert.Contains(t, out, "in use by another raidd process", out)
+			assert.Contains(t, out, fmt.Sprintf("in use by raidd pid %d", lsrv.cmd.Process.Pid), "the message names the holder: %s", out)
 			lsrv.stopOK(t)
 		})
 	}

@@ -89,9 +89,9 @@ func openMember(path string, readOnly, direct, force bool) (*lockedMember, error
 		how = syscall.LOCK_SH
 	}
 	if err := flock(lock, how); err != nil {
-		_ = lock.Close()
+		defer lock.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is in use by another raidd process (stop it first)", errMemberHeld, path)
+			return nil, fmt.Errorf("%w: %s %s", errMemberHeld, path, lockHolder(lock))
 		}
 		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
 	}
@@ -226,6 +226,33 @@ func claimMember(dev *member.File, path string, force bool) (*claim, error) {
 	c.done.Add(1)
 	go c.beat()
 	return c, nil
+}
+
+// lockHolder says who holds the flock on lock's file, for a refusal: this
+// process, when one of its own descriptors is open on the same file (a
+// member listed twice, or under two names: a symlink, a hard link);
+// otherwise the raidd its in-use block names; otherwise some process.
+func lockHolder(lock *os.File) string {
+	var st unix.Stat_t
+	if unix.Fstat(int(lock.Fd()), &st) == nil {
+		if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+			for _, e := range fds {
+				fd, err := strconv.Atoi(e.Name())
+				if err != nil || fd == int(lock.Fd()) {
+					continue
+				}
+				var o unix.Stat_t
+				if unix.Fstat(fd, &o) == nil && o.Dev == st.Dev && o.Ino == st.Ino && o.Mode&unix.S_IFMT == st.Mode&unix.S_IFMT {
+					return "is already open in this raidd process under another name (a symlink, a hard link, or the same path twice); list each member once"
+				}
+			}
+		}
+	}
+	if h, err := superblock.ReadInUse(lock); err == nil && h.PID != 0 {
+		return fmt.Sprintf("is in use by raidd pid %d on host %q (opened as %s since %s); stop it first",
+			h.PID, h.Host, h.Path, time.Unix(0, h.Since).UTC().Format(time.RFC3339))
+	}
+	return "is locked by another process (a raidd, or a tool holding an flock on it); stop it first"
 }
 
 // heldBy returns why the member whose in-use block is h cannot be claimed

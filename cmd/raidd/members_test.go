@@ -189,3 +189,22 @@ func TestExamineInUse(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.NotContains(t, out, "in use by")
 }
+
+// TestMemberHeldUnderAnotherName: a member this process already holds,
+// opened again through a symlink, is refused with what happened (the same
+// file under two names), not with advice to stop another raidd that does
+// not exist.
+func TestMemberHeldUnderAnotherName(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m0")
+	require.NoError(t, member.CreateSparse(path, 4<<20))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(path, link))
+	m, err := openMember(path, false, false, false)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = openMember(link, false, false, false)
+	require.ErrorIs(t, err, errMemberHeld)
+	assert.Contains(t, err.Error(), "already open in this raidd process under another name")
+	assert.NotContains(t, err.Error(), "stop it first")
+}

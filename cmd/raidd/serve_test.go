@@ -249,7 +249,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// A second daemon on the same members is refused.
 	code, _, errOut = raidd(t, "serve", "--config", cfg)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "in use by another raidd process")
+	assert.Contains(t, errOut, "member in use")
 
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
 	assert.Contains(t, readNotifyUntil(t, notify, "STOPPING=1"), "STOPPING=1")

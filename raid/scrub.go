@@ -29,6 +29,9 @@ type Mismatch struct {
 	Shard string `json:"shard"`
 	// Offset is the member data-region offset of the first wrong byte.
 	Offset int64 `json:"offset"`
+	// DeviceOffset is where that byte is on the member device or file:
+	// Offset past the header (the data offset), for dd and friends.
+	DeviceOffset int64 `json:"device_offset"`
 	// Located is true when the wrong chunk was identified from the data
 	// itself (RAID6's syndrome, or a checksum); false when a rule chose it
 	// (mirrors: the first readable copy wins; RAID5: parity is recomputed).
@@ -44,7 +47,7 @@ func (m Mismatch) String() string {
 	if m.Role >= 0 {
 		who = fmt.Sprintf("role %d (%s)", m.Role, m.Shard)
 	}
-	s := fmt.Sprintf("row %d: %s wrong from member offset %d", m.Row, who, m.Offset)
+	s := fmt.Sprintf("row %d: %s wrong from data-region offset %d (device offset %d)", m.Row, who, m.Offset, m.DeviceOffset)
 	if m.Repaired {
 		s += ", repaired"
 	}
@@ -91,7 +94,10 @@ func (op *Op) Repairing() bool { return op.repair }
 
 // Mismatch records one disagreement found by the Layout's Check. The
 // Layout returns an error wrapping ErrInconsistent for the row as well.
-func (op *Op) Mismatch(m Mismatch) { op.found = append(op.found, m) }
+func (op *Op) Mismatch(m Mismatch) {
+	m.DeviceOffset = op.v.dataOff + m.Offset
+	op.found = append(op.found, m)
+}
 
 // TrustedCopy returns the index in copies (two or more readable copies of
 // one chunk) of the copy to trust, whether it was confirmed by a checksum

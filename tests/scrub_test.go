@@ -97,7 +97,7 @@ func TestScrubRepairsFlippedBytes(t *testing.T) {
 			assert.Regexp(t, `3 of \d+ rows inconsistent \(3 mismatches`, out)
 			for _, f := range flips {
 				assert.Contains(t, out, fmt.Sprintf("row %d: role %d (", f.off/chunk, f.role))
-				assert.Contains(t, out, fmt.Sprintf("wrong from member offset %d", f.off))
+				assert.Contains(t, out, fmt.Sprintf("wrong from data-region offset %d (device offset %d)", f.off, f.off+dataOffset(t, arr.members[f.role])))
 			}
 			assert.Contains(t, out, c.rule)
 

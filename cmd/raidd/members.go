@@ -197,6 +197,24 @@ type claim struct {
 	done sync.WaitGroup
 }
 
+// liveClaims holds the claims this process has made and not released, by
+// the Since of their in-use block (a nanosecond time, unique enough within
+// one process). An in-use block that names this process but none of them
+// was left by a claim whose release could not clear it (a member that
+// failed because its file shrank refuses every write): it holds nothing.
+var liveClaims = struct {
+	sync.Mutex
+	m map[int64]bool
+}{m: map[int64]bool{}}
+
+// ours reports whether h, which names this process, is one of its claims
+// in force.
+func ours(h *superblock.InUse) bool {
+	liveClaims.Lock()
+	defer liveClaims.Unlock()
+	return liveClaims.m[h.Since]
+}
+
 // claimMember reads the member's in-use block, refuses a member that
 // another live raidd holds, then writes (and syncs) a block naming this
 // process and starts its heartbeat. It returns a nil claim, and no error,
@@ -215,6 +233,11 @@ func claimMember(dev *member.File, path string, force bool) (*claim, error) {
 	err := superblock.WriteInUse(dev, &c.mine)
 	if err == nil {
 		err = dev.Sync()
+	}
+	if err == nil {
+		liveClaims.Lock()
+		liveClaims.m[now] = true
+		liveClaims.Unlock()
 	}
 	if err != nil {
 		// A device that cannot take the claim (too short for a header,
@@ -267,6 +290,9 @@ func heldBy(h, me *superblock.InUse, force bool) string {
 			return ""
 		}
 		if h.PID == me.PID {
+			if !ours(h) {
+				return "" // left by a claim of ours that could not clear it
+			}
 			return who + ", which is this raidd process under another name; list the member once"
 		}
 		return who + ", which is running; stop it first"
@@ -358,6 +384,9 @@ func (c *claim) beat() {
 func (c *claim) release() {
 	close(c.stop)
 	c.done.Wait()
+	liveClaims.Lock()
+	delete(liveClaims.m, c.mine.Since)
+	liveClaims.Unlock()
 	if superblock.ClearInUse(c.dev) == nil {
 		_ = c.dev.Sync()
 	}

@@ -40,6 +40,8 @@ func readHolder(t *testing.T, path string) (*superblock.InUse, error) {
 func TestMemberClaim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.img")
 	require.NoError(t, member.CreateSparse(path, 2<<20))
+	path2 := filepath.Join(t.TempDir(), "m2.img")
+	require.NoError(t, member.CreateSparse(path2, 2<<20))
 	me := self()
 	require.NotZero(t, me.ProcStart, "cannot read this process's start time")
 
@@ -99,12 +101,26 @@ func TestMemberClaim(t *testing.T) {
 		require.NoError(t, m.Close())
 	})
 	t.Run("this_process", func(t *testing.T) {
-		h := me
+		// A claim of this process in force under another name (a loop
+		// device over the file, say) is refused, even with force.
+		other, err := openMember(path2, false, false, false)
+		require.NoError(t, err)
+		defer other.Close()
+		h, err := readHolder(t, path2)
+		require.NoError(t, err)
 		h.Path = "/dev/other-name"
-		plantHolder(t, path, &h)
-		_, err := openMember(path, false, false, true)
+		plantHolder(t, path, h)
+		_, err = openMember(path, false, false, true)
 		assert.ErrorIs(t, err, errMemberHeld)
 		assert.Contains(t, err.Error(), "this raidd process")
+		// A block naming this process that no claim in force made was
+		// left by one whose release could not clear it (a member whose
+		// file shrank refuses writes): it holds nothing.
+		h.Since++
+		plantHolder(t, path, h)
+		m, err := openMember(path, false, false, false)
+		require.NoError(t, err, "a leftover block of this process is taken over")
+		require.NoError(t, m.Close())
 	})
 	t.Run("other_host", func(t *testing.T) {
 		h := superblock.InUse{Host: "elsewhere", PID: 77, Path: "/dev/sdz", Since: time.Now().UnixNano(), Heartbeat: time.Now().UnixNano()}

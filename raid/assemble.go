@@ -341,6 +341,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		deadCands []candidate
 	)
 	index := map[[16]byte]int{}
+	bare := map[*slot]string{} // a left-out member's reason without its advice
 	for i, mi := range meta.Members {
 		index[mi.UUID] = i
 	}
@@ -348,30 +349,33 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	for _, c := range cands {
 		s := &slot{dev: c.dev.Member, path: c.dev.Path, uuid: c.meta.MemberUUID, writeMostly: c.dev.WriteMostly, events: c.meta.Events}
 		i, known := index[c.meta.MemberUUID]
-		reason := ""
+		reason, advice := "", "" // advice: the re-add, which needs the array started
 		switch {
 		case !known:
 			reason = "not in the newest member table (it was removed); add it again with 'raidd add " + nm.Name + " " + c.dev.Path + "'"
 		case c.meta != nm && recordsFailed(c.meta, nm.MemberUUID):
 			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add %s %s'", newest.dev.Path, nm.Name, c.dev.Path)
 		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:
-			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date: %s", nm.Events, meta.Members[i].State, rebuildHint(c.dev.Path))
+			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date", nm.Events, meta.Members[i].State)
+			advice = ": " + rebuildHint(c.dev.Path)
 		case c.meta.Events+1 < nm.Events:
-			reason = fmt.Sprintf("stale: event counter %d is behind %d; %s", c.meta.Events, nm.Events, rebuildHint(c.dev.Path))
+			reason = fmt.Sprintf("stale: event counter %d is behind %d", c.meta.Events, nm.Events)
+			advice = "; " + rebuildHint(c.dev.Path)
 		case !sameGeometry(c.meta, nm):
 			reason = fmt.Sprintf("geometry differs from the newest member's; rebuild it with 'raidd add %s %s'", nm.Name, c.dev.Path)
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
 			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d)", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
 		}
 		if reason != "" {
-			s.note = reason
+			s.note = reason + advice
+			bare[s] = reason
 			dead = append(dead, s)
 			deadCands = append(deadCands, c)
 			if known && (meta.Members[i].State == superblock.MemberActive || meta.Members[i].State == superblock.MemberRebuilding) {
 				meta.Members[i].State = superblock.MemberFailed
 			}
 			if log != nil {
-				log.Warn("member left out", "array", nm.Name, "path", c.dev.Path, "events", c.meta.Events, "reason", reason)
+				log.Warn("member left out", "array", nm.Name, "path", c.dev.Path, "events", c.meta.Events, "reason", s.note)
 			}
 			continue
 		}
@@ -405,8 +409,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			dead = kept
 			missing, _ = missingRoles(meta, slots)
 		default:
+			// The reasons without their advice to re-add: a re-add needs
+			// the array running, which it cannot be.
 			for _, s := range dead {
-				why = append(why, s.path+": "+s.note)
+				why = append(why, s.path+": "+bare[s])
 			}
 			hint := "supply the missing members"
 			if err == nil {
@@ -414,7 +420,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 				for _, k := range fm {
 					names = append(names, fmt.Sprintf("%s (event %d)", dead[k].path, deadCands[k].meta.Events))
 				}
-				hint = fmt.Sprintf("if the members left because of an operator mistake or a transient fault, 'raidd serve --force-assemble' would start it trusting %s", strings.Join(names, ", "))
+				hint = fmt.Sprintf("if the members left because of an operator mistake or a transient fault, 'raidd serve --force-assemble' (or 'raidd assemble --force' with the same members, then 'raidd serve') would start it trusting %s", strings.Join(names, ", "))
+				if geo.Tolerance() > 0 && len(dead) > len(fm) {
+					hint += "; re-add the others with 'raidd add' once it runs"
+				}
 			}
 			return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; %s: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), hint, strings.Join(why, "; "))
 		}

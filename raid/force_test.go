@@ -85,7 +85,12 @@ func TestForceAssembleAfterTwoFails(t *testing.T) {
 	_, err = raid.Assemble(r.devs, opts)
 	require.ErrorIs(t, err, raid.ErrCannotStart)
 	assert.Contains(t, err.Error(), "--force-assemble")
+	assert.Contains(t, err.Error(), "'raidd assemble --force'")
 	assert.Contains(t, err.Error(), r.devs[2].Path)
+	// Each member's re-add is advice for a running array; this one cannot
+	// run, so the refusal says to re-add them once it does, not now.
+	assert.NotContains(t, err.Error(), "re-add it with")
+	assert.Contains(t, err.Error(), "re-add the others with 'raidd add' once it runs")
 
 	opts.ForceAssemble = true
 	a, err = raid.Assemble(r.devs, opts)

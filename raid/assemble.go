@@ -530,9 +530,12 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
-		if a.journal != nil {
+		switch {
+		case a.journal != nil:
 			a.log.Info("unclean shutdown while degraded: the partial parity log recomputed the parity of the rows being written; no data those writes did not touch was lost", "records", a.journal.replayed)
-		} else {
+		case o.ReadOnly && ConsistencyPolicyOf(meta) != "bitmap":
+			a.log.Warn("unclean shutdown while degraded, started read-only: the write-hole log (consistency policy "+ConsistencyPolicyOf(meta)+") is not replayed without writes, so the parity of stripes being written at the crash may be stale and the missing member's chunks of those stripes may read wrong; a read-write start replays it", "policy", ConsistencyPolicyOf(meta))
+		default:
 			a.log.Warn("unclean shutdown while degraded: parity of stripes written at the crash may be stale (write hole: consistency policy bitmap); data on surviving members is intact")
 		}
 		resync = false

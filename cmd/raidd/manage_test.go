@@ -423,3 +423,20 @@ echo "$RAIDD_EVENT|$RAIDD_ARRAY|$RAIDD_ROLE|$RAIDD_MEMBER|$RAIDD_DETAIL|$RAIDD_T
 	h.enqueue(raid.Event{Kind: "late"}) // after close: logged, not run
 	assert.Contains(t, logs.String(), "event after shutdown not run")
 }
+
+// TestPrintStatusNamesAbsentMembers: a member whose device is not present
+// is listed by the uuid 'raidd remove' takes for it, and a RAID0 without
+// a bitmap is not said to need a resync after a crash.
+func TestPrintStatusNamesAbsentMembers(t *testing.T) {
+	st := &statusReply{Arrays: []arrayStatus{{Export: "a", Status: raid.Status{Name: "a", Level: "raid5", State: "degraded",
+		Devices: []raid.MemberStatus{
+			{Role: 0, Path: "/dev/a", UUID: "11111111-2222-3333-4444-555555555555", State: "active"},
+			{Role: 1, UUID: "66666666-7777-8888-9999-000000000000", State: "failed", Note: "device not present"},
+		}}}, {Export: "z", Status: raid.Status{Name: "z", Level: "raid0", State: "clean"}}}}
+	var b strings.Builder
+	printStatus(&b, st, time.Now())
+	out := b.String()
+	assert.Contains(t, out, "uuid 66666666-7777-8888-9999-000000000000")
+	assert.Contains(t, out, "bitmap: none (a crash means a full resync)", "raid5")
+	assert.Contains(t, out, "bitmap: none (raid0 has no redundancy to resync after a crash)")
+}

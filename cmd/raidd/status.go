@@ -298,7 +298,11 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 		if b := a.Bitmap; b != nil {
 			fmt.Fprintf(w, "  bitmap: %s per bit, %d of %d regions dirty\n", formatSize(b.Region), b.Dirty, b.Regions)
 		} else {
-			fmt.Fprintln(w, "  bitmap: none (a crash means a full resync)")
+			if a.Level == "raid0" && a.Checksums == nil {
+				fmt.Fprintln(w, "  bitmap: none (raid0 has no redundancy to resync after a crash)")
+			} else {
+				fmt.Fprintln(w, "  bitmap: none (a crash means a full resync)")
+			}
 		}
 		if c := a.Checksums; c != nil {
 			fmt.Fprintf(w, "  checksums: CRC32C per 4KiB block; %d repaired, %d lost, %d checksum pages rebuilt, %d resealed after a crash; cache %s of %s\n",
@@ -333,7 +337,9 @@ func printStatus(w io.Writer, st *statusReply, now time.Time) {
 				role = "-"
 			}
 			path := m.Path
-			if path == "" {
+			if path == "" && m.UUID != "" {
+				path = "uuid " + m.UUID // the name 'raidd remove' takes for it
+			} else if path == "" {
 				path = "-"
 			}
 			if m.WriteMostly {

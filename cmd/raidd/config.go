@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -280,9 +281,31 @@ func loadConfig(v *viper.Viper, path string) (*Config, error) {
 		if path != "" {
 			where = path
 		}
-		return nil, fmt.Errorf("%w: %s: %w", errConfig, where, err)
+		return nil, fmt.Errorf("%w: %s: %w%s", errConfig, where, err, envSources(err.Error()))
 	}
 	return &c, nil
+}
+
+// quotedKey finds the keys a decoding error names ('nbd.workers').
+var quotedKey = regexp.MustCompile(`'([a-z0-9_]+(?:\.[a-z0-9_]+)*)'`)
+
+// envSources names the environment variables that set keys named in msg
+// (a decoding error names the key, nbd.workers, and not the variable the
+// bad value came from, RAIDD_NBD_WORKERS), as " (set by RAIDD_...)".
+func envSources(msg string) string {
+	var vars []string
+	seen := map[string]bool{}
+	for _, m := range quotedKey.FindAllStringSubmatch(msg, -1) {
+		env := "RAIDD_" + strings.ToUpper(strings.ReplaceAll(m[1], ".", "_"))
+		if _, ok := os.LookupEnv(env); ok && !seen[env] {
+			seen[env] = true
+			vars = append(vars, env)
+		}
+	}
+	if len(vars) == 0 {
+		return ""
+	}
+	return " (set by the environment: " + strings.Join(vars, ", ") + ")"
 }
 
 // stringToByteSize decodes "64MiB" (or a plain number) into a byteSize.

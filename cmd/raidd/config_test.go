@@ -157,6 +157,16 @@ func TestLoadConfigEnvironment(t *testing.T) {
 	assert.Equal(t, "true", c.OnEvent)
 }
 
+// TestLoadConfigEnvironmentBadValue: a value of the wrong type from the
+// environment is reported with the variable it came from, not only the key.
+func TestLoadConfigEnvironmentBadValue(t *testing.T) {
+	t.Setenv("RAIDD_NBD_WORKERS", "many")
+	_, err := loadConfig(newViper(), "")
+	require.ErrorIs(t, err, errConfig)
+	assert.Contains(t, err.Error(), "nbd.workers")
+	assert.Contains(t, err.Error(), "set by the environment: RAIDD_NBD_WORKERS")
+}
+
 func TestServeFlagsWinOverEnvironmentAndFile(t *testing.T) {
 	t.Setenv("RAIDD_CONTROL", "/env.sock")
 	t.Setenv("RAIDD_LOG_FORMAT", "json")

@@ -43,30 +43,9 @@ func TestShrunkMember(t *testing.T) {
 }
 
 func testShrunkMember(t *testing.T, level stripe.Level, n int, cut int64) {
-	const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
-	dir := t.TempDir()
-	var paths []string
-	open := func() []raid.Device {
-		var devs []raid.Device
-		for _, p := range paths {
-			f, err := member.Open(p, member.Options{})
-			require.NoError(t, err)
-			devs = append(devs, raid.Device{Path: p, Member: f})
-		}
-		return devs
-	}
-	for i := range n {
-		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
-		require.NoError(t, member.CreateSparse(p, size))
-		paths = append(paths, p)
-	}
-	a, err := raid.Create(open(), raid.CreateOptions{Name: "shrink", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	want := make([]byte, written)
-	rand.New(rand.NewSource(7)).Read(want)
-	_, err = a.WriteAt(want, 0)
-	require.NoError(t, err)
-	require.NoError(t, a.Sync())
+	const chunk, written = 64 << 10, 8 << 20
+	fa := newFileArray(t, n, raid.CreateOptions{Name: "shrink", Level: level, Chunk: chunk}, raid.Options{CleanDelay: -1}, written, 7)
+	a, paths, open, want := fa.a, fa.paths, fa.open, fa.want
 
 	const victim = 1
 	require.NoError(t, os.Truncate(paths[victim], cut))
@@ -98,7 +77,7 @@ func testShrunkMember(t *testing.T, level stripe.Level, n int, cut int64) {
 	}
 	assert.Zero(t, bad, "chunks read back wrong out of %d", written/chunk)
 	// Read again: a repair must not have made things worse.
-	_, err = a.ReadAt(got, 0)
+	_, err := a.ReadAt(got, 0)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got), "second read differs")
 
@@ -132,38 +111,15 @@ func testShrunkMember(t *testing.T, level stripe.Level, n int, cut int64) {
 // next lost member would then return as the array's data.
 func TestShrunkMemberComesBackInFull(t *testing.T) {
 	const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
-	dir := t.TempDir()
-	var paths []string
-	for i := range 3 {
-		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
-		require.NoError(t, member.CreateSparse(p, size))
-		paths = append(paths, p)
-	}
-	openOne := func(p string) raid.Device {
-		f, err := member.Open(p, member.Options{})
-		require.NoError(t, err)
-		return raid.Device{Path: p, Member: f}
-	}
-	open := func() (devs []raid.Device) {
-		for _, p := range paths {
-			devs = append(devs, openOne(p))
-		}
-		return devs
-	}
 	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
-	a, err := raid.Create(open(), raid.CreateOptions{Name: "shrink", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
-	require.NoError(t, err)
-	want := make([]byte, written)
-	rand.New(rand.NewSource(8)).Read(want)
-	_, err = a.WriteAt(want, 0)
-	require.NoError(t, err)
-	require.NoError(t, a.Sync())
+	fa := newFileArray(t, 3, raid.CreateOptions{Name: "shrink", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts, written, 8)
+	a, paths, open, openOne, want := fa.a, fa.paths, fa.open, fa.openOne, fa.want
 	waitBitmapClean(t, a)
 
 	const victim = 2
 	require.NoError(t, os.Truncate(paths[victim], 4<<20)) // its header stays
 	got := make([]byte, written)
-	_, err = a.ReadAt(got, 0)
+	_, err := a.ReadAt(got, 0)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got))
 	require.True(t, a.Status().Degraded, "the short member failed")
@@ -183,4 +139,46 @@ func TestShrunkMemberComesBackInFull(t *testing.T) {
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
+}
+
+// fileArray is an array on n sparse member files of 9 MiB (member.Open,
+// as serve opens them), created with co and opts, with written bytes of
+// random data (from seed) written from offset 0 and synced.
+type fileArray struct {
+	a       *raid.Array
+	paths   []string
+	open    func() []raid.Device     // every member, opened anew
+	openOne func(string) raid.Device // one member, opened anew
+	want    []byte                   // the bytes written
+}
+
+func newFileArray(t *testing.T, n int, co raid.CreateOptions, opts raid.Options, written int, seed int64) *fileArray {
+	t.Helper()
+	fa := &fileArray{}
+	dir := t.TempDir()
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		require.NoError(t, member.CreateSparse(p, 9<<20))
+		fa.paths = append(fa.paths, p)
+	}
+	fa.openOne = func(p string) raid.Device {
+		f, err := member.Open(p, member.Options{})
+		require.NoError(t, err)
+		return raid.Device{Path: p, Member: f}
+	}
+	fa.open = func() (devs []raid.Device) {
+		for _, p := range fa.paths {
+			devs = append(devs, fa.openOne(p))
+		}
+		return devs
+	}
+	var err error
+	fa.a, err = raid.Create(fa.open(), co, opts)
+	require.NoError(t, err)
+	fa.want = make([]byte, written)
+	rand.New(rand.NewSource(seed)).Read(fa.want)
+	_, err = fa.a.WriteAt(fa.want, 0)
+	require.NoError(t, err)
+	require.NoError(t, fa.a.Sync())
+	return fa
 }

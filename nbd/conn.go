@@ -36,8 +36,8 @@ type conn struct {
 	// noTLS: the client did not set NBD_FLAG_C_FIXED_NEWSTYLE on a server
 	// with TLS, so the connection is in the spec's NOTLS mode.
 	noTLS bool
-	log *slog.Logger
-	br  *bufio.Reader
+	log   *slog.Logger
+	br    *bufio.Reader
 	// raw, once set (initSockRead), is the socket the reader's reads go to
 	// (sockread.go), with readFn bound once and rd the read in progress.
 	raw    syscall.RawConn

@@ -241,12 +241,19 @@ func newArray(meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, o O
 
 // start launches the background jobs: clean marking, the resync after an
 // unclean shutdown (of the bitmap's dirty regions, or of everything without
-// a bitmap), a rebuild to resume, and spare claiming.
-func (a *Array) start(resync bool, resume *slot, resumeKind jobKind, resumeRow int64) {
+// a bitmap), or only the reseal of those rows' checksums (reseal: a parity
+// level missing a member, which cannot resync), a rebuild to resume, and
+// spare claiming.
+func (a *Array) start(resync, reseal bool, resume *slot, resumeKind jobKind, resumeRow int64) {
 	if a.readOnly {
 		return
 	}
 	ctx := a.ctx
+	if reseal {
+		plan := a.resyncPlan()
+		a.unsealForResync(plan) // before the first read
+		a.goBackground(func() { a.resealRows(ctx, plan) })
+	}
 	if resync {
 		plan := a.resyncPlan()
 		a.unsealForResync(plan)

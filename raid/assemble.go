@@ -177,7 +177,7 @@ func Create(devs []Device, co CreateOptions, o Options) (*Array, error) {
 	if needResync {
 		a.log.Info("members cannot discard: initial resync")
 	}
-	a.start(needResync, nil, jobRebuild, 0)
+	a.start(needResync, false, nil, jobRebuild, 0)
 	return a, nil
 }
 
@@ -529,7 +529,14 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean, "forced", forced)
 	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
+	reseal := false
 	if resync && missing != 0 && !a.traits.ResyncDegraded {
+		// The level cannot resync its rows while a member is missing, but
+		// the checksums of the dirty rows' blocks on the members present
+		// must still follow the data a write in flight at the crash left
+		// there (old or new bytes): else every torn block reads as corrupt,
+		// and so does every block of the missing member that needs it.
+		reseal = a.csum != nil
 		switch {
 		case a.journal != nil:
 			a.log.Info("unclean shutdown while degraded: the partial parity log recomputed the parity of the rows being written; no data those writes did not touch was lost", "records", a.journal.replayed)
@@ -549,7 +556,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if missing != 0 {
 		a.event(Event{Kind: EventDegraded, Role: -1, Detail: "missing roles " + roleList(missing)})
 	}
-	a.start(resync, resume, resumeKind, resumeRow)
+	a.start(resync, reseal, resume, resumeKind, resumeRow)
 	return a, nil
 }
 

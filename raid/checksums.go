@@ -1,6 +1,7 @@
 package raid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -262,6 +263,32 @@ func (a *Array) sealRow(op *Op, row int64) error {
 		}
 	}
 	return nil
+}
+
+// resealRows reseals the checksums of the rows in plan on the members
+// present, row by row under the rows' stripe locks, then ends the unsealed
+// ranges: the part of a resync after an unclean shutdown that a parity
+// level missing a member can still do. Until it reaches a row, a read
+// there resolves a mismatch by resealing too (unsealForResync). The
+// rows' parity is left to the resync or rebuild that makes the array
+// whole again: a missing member's chunk is served from the parity, which
+// the partial parity log's replay made consistent with the data present.
+func (a *Array) resealRows(ctx context.Context, plan [][2]int64) {
+	n := int64(0)
+	for _, r := range plan {
+		for row := r[0]; row < r[1]; row++ {
+			if ctx.Err() != nil {
+				return // the next assembly finds the rows dirty again
+			}
+			if err := a.rowStep(row, true, func(op *Op) error { return a.sealRow(op, row) }); err != nil {
+				a.log.Warn("reseal after an unclean shutdown stopped", "row", row, "err", err)
+				return
+			}
+			n++
+		}
+	}
+	a.sealed()
+	a.log.Info("unclean shutdown while degraded: the checksums of the rows being written were resealed to the data on the members present", "rows", n)
 }
 
 // sealed ends the resync's unsealed ranges.

@@ -1043,3 +1043,63 @@ func TestSlottedLogClearsRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashMirrorReadsOneCopyUntilResynced: a chunk a write in flight at a
+// crash tore between its copies (one holds the new bytes, the other the
+// old) reads the same bytes every time until the resync reaches it, and
+// those are the bytes the resync keeps (the first readable copy's). Reads
+// used to pick the copy by the request's shape, so the chunk read alone
+// and the chunk read with its neighbours returned old and new by turns.
+func TestCrashMirrorReadsOneCopyUntilResynced(t *testing.T) {
+	for _, s := range []struct {
+		level stripe.Level
+		n     int
+	}{{stripe.RAID1, 2}, {stripe.RAID10, 4}} {
+		t.Run(s.level.String(), func(t *testing.T) {
+			const chunk, rows = 16 << 10, 32
+			r := newRig(s.n, memberSizeFor(chunk, rows))
+			opts := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "torn", Level: s.level, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+			require.NoError(t, err)
+			fill(t, a, 15) // every region dirty: the bitmap is never cleaned
+			require.NoError(t, a.Sync())
+			a.Abandon() // a power cut: the array is dirty
+			sb, err := superblock.Read(r.mem[0])
+			require.NoError(t, err)
+			// Tear a chunk of the last row: its copy on every member but
+			// the first (the resync's source) holds other bytes.
+			geo := a.Geometry()
+			c := geo.Size()/chunk - 1
+			locs := geo.Copies(nil, c, 0)
+			require.GreaterOrEqual(t, len(locs), 2)
+			for _, loc := range locs[1:] {
+				p := r.mem[loc.Member].Bytes()[int64(sb.DataOffset)+loc.Off:][:chunk]
+				for i := range p {
+					p[i] ^= 0xa5
+				}
+			}
+			// A slow resync, which reaches the last row long after the reads.
+			opts.RebuildMinRate, opts.RebuildMaxRate = chunk, chunk
+			b, err := raid.Assemble(r.devs, opts)
+			require.NoError(t, err)
+			defer b.Abandon()
+			require.NotNil(t, b.Status().Resync, "an unclean array resyncs")
+			first := make([]byte, chunk)
+			_, err = b.ReadAt(first, c*chunk)
+			require.NoError(t, err)
+			want := append([]byte(nil), r.mem[locs[0].Member].Bytes()[int64(sb.DataOffset)+locs[0].Off:][:chunk]...)
+			require.Equal(t, want, first, "the chunk reads the resync source's bytes")
+			wide := make([]byte, 3*chunk)
+			for i := 0; i < 8; i++ {
+				got := make([]byte, chunk)
+				_, err = b.ReadAt(got, c*chunk)
+				require.NoError(t, err)
+				require.Equal(t, first, got, "read %d of the chunk alone", i)
+				_, err = b.ReadAt(wide, (c-2)*chunk)
+				require.NoError(t, err)
+				require.Equal(t, first, wide[2*chunk:], "read %d of the chunk with its neighbours", i)
+			}
+			require.NotNil(t, b.Status().Resync, "the resync had not reached the chunk yet")
+		})
+	}
+}

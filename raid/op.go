@@ -310,6 +310,26 @@ func (op *Op) devWritable(m int) bool {
 // Slow reports whether member m is write-mostly: readers prefer other copies.
 func (op *Op) Slow(m int) bool { return op.v.slow&(1<<uint(m)) != 0 }
 
+// ResyncPending reports whether member row row may still differ between
+// its copies after an unclean shutdown: the resync runs, and row lies in a
+// region it covers (a region the write-intent bitmap marked, or any row
+// without a bitmap). A mirror reads such a row from the copy the resync
+// copies over the others (its first readable one), as md's read balancing
+// does ahead of its resync point, so that a chunk a write in flight at the
+// crash tore between its copies reads the same bytes every time rather
+// than old and new by turns until the resync reaches it.
+func (op *Op) ResyncPending(row int64) bool {
+	a := op.a
+	if !a.resyncing.Load() {
+		return false
+	}
+	if a.bitmap == nil {
+		return true
+	}
+	r, _ := a.bitmap.regions(row, row)
+	return a.bitmap.isSet(r)
+}
+
 // Unreadable returns the number of members that cannot serve reads.
 func (op *Op) Unreadable() int {
 	return op.geo.Members() - bits.OnesCount64(op.v.readable&^(op.failed|op.readErr)&fullMask(op.geo.Members()))

@@ -50,6 +50,17 @@ func pick(op *raid.Op, locs []stripe.Loc, start int64) int {
 	return best
 }
 
+// firstReadable returns the index in locs of the first copy op can read,
+// or -1.
+func firstReadable(op *raid.Op, locs []stripe.Loc) int {
+	for i, loc := range locs {
+		if op.Readable(loc.Member) {
+			return i
+		}
+	}
+	return -1
+}
+
 // firstCopy returns the copy of chunk c, the j-th of the k chunks of a
 // read, to try first. Small reads rotate with the chunk so that random
 // reads spread over all members: for RAID1 chunk c starts at copy c mod n;
@@ -79,7 +90,12 @@ func (l *Layout) ReadAt(op *raid.Op, p []byte, off int64) error {
 		first, k := exts[0].Chunk, exts[len(exts)-1].Chunk-exts[0].Chunk+1
 		for _, e := range exts {
 			locs := op.Copies(e.Chunk, e.Off-e.Row*l.g.Chunk())
-			i := pick(op, locs, firstCopy(l.g, len(locs), e.Chunk, e.Chunk-first, k))
+			var i int
+			if op.ResyncPending(e.Row) {
+				i = firstReadable(op, locs) // the resync's source (resyncChunk)
+			} else {
+				i = pick(op, locs, firstCopy(l.g, len(locs), e.Chunk, e.Chunk-first, k))
+			}
 			if i < 0 {
 				return raid.ErrTooManyFailures
 			}
@@ -234,6 +250,8 @@ func (l *Layout) resyncChunk(op *raid.Op, c int64) error {
 			break
 		}
 	}
+	// (The reads of a row the resync has yet to reach come from this same
+	// copy: ReadAt, Op.ResyncPending.)
 	if src < 0 {
 		return raid.ErrTooManyFailures
 	}

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
-
-	"github.com/raidd/raidd/internal/member"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -28,7 +27,8 @@ func (a *Array) commitLocked() error {
 		s    *slot
 		meta *superblock.Meta
 	}
-	failed := false // members were marked failed: the View must follow
+	failed := false  // members were marked failed: the View must follow
+	var lost []*slot // of them, those whose superblock write failed
 	for {
 		a.meta.Events++
 		a.meta.UpdateTime = time.Now().UnixNano()
@@ -80,6 +80,9 @@ func (a *Array) commitLocked() error {
 			if failed {
 				a.publishLocked() // stop using the members recorded as failed
 			}
+			for _, s := range lost {
+				a.markContentLostLocked(s)
+			}
 			return nil
 		}
 		if !a.redundant() && len(errs) < len(writes) {
@@ -111,6 +114,7 @@ func (a *Array) commitLocked() error {
 			inRole := mi.State == superblock.MemberActive || wasRebuilding
 			mi.State = superblock.MemberFailed
 			w.s.note = "superblock write failed"
+			lost = append(lost, w.s)
 			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: w.s.path, Detail: w.s.note})
 			if inRole {
 				// As markFailedLocked: a running job must follow.
@@ -143,6 +147,7 @@ func (a *Array) handleFailures(op *Op) {
 // cfgMu.
 func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	changed := false
+	var failed []*slot // the members this call failed
 	for m := 0; m < a.geo.Members(); m++ {
 		if mask&(1<<uint(m)) == 0 {
 			continue
@@ -164,6 +169,7 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 				detail = s.note
 			}
 			changed = true
+			failed = append(failed, s)
 			a.event(Event{Kind: EventMemberFailed, Role: m, Path: s.path, Detail: detail})
 			a.jobMemberFailedLocked(m, s, wasRebuilding)
 			if wasRebuilding && a.meta.RebuildRole == int32(m) {
@@ -179,10 +185,8 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record member failure on any member", "err", err)
 	}
-	for m := 0; m < a.geo.Members(); m++ {
-		if mask&(1<<uint(m)) != 0 && errors.Is(errs[m], member.ErrShrunk) {
-			a.markContentLostLocked(v, m)
-		}
+	for _, s := range failed {
+		a.markContentLostLocked(s)
 	}
 	// Status shows the failure no later than requests see it: a request
 	// that loads the new View fails at once, while this goroutine (a
@@ -200,40 +204,39 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 }
 
 // markContentLostLocked writes the current member table, which records
-// role m's member as failed, onto that member's own header, when the
-// member failed because its file shrank: the bytes past the new end are
-// gone, so the member must not come back by a re-add, which resyncs only
-// the regions written while it was out (and would trust the lost tail),
-// but by a full rebuild. A re-add refuses a member whose own superblock
-// does not say it was in sync (reAddBlockerLocked), and that survives a
-// restart. The member's File refuses every write once it found the file
-// short, so the header is written through a descriptor of its own; the
-// write is best effort (a file shrunk into its header has lost it anyway,
-// and is refused as damaged). Callers hold commitMu and cfgMu, after the
-// commit that recorded the failure.
-func (a *Array) markContentLostLocked(v *View, m int) {
-	for _, mi := range a.meta.Members {
-		s := a.slots[mi.UUID]
-		if int(mi.Role) != m || mi.State != superblock.MemberFailed || s == nil || s.dev != v.devs[m] || s.path == "" {
-			continue
-		}
-		f, err := os.OpenFile(s.path, os.O_WRONLY, 0)
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() < superblock.HeaderSize {
-			return
-		}
-		meta := a.meta.Clone()
-		meta.Role, meta.MemberUUID = mi.Role, mi.UUID
-		if err := superblock.Write(f, meta); err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			a.log.Warn("cannot record on the shrunk member's own superblock that it failed: a 'raidd add' of it would resync only the regions written while it was out; zero its first MiB first, so that it is rebuilt in full", "path", s.path, "err", err)
-		}
+// role m's member as failed, onto that member's own header when its file
+// is now shorter than at open (whatever error the failure was recorded
+// with: a shrink is met by whichever request gets there first). The bytes
+// past the new end are gone, so the member must not come back by a
+// re-add, which resyncs only the regions written while it was out (and
+// would trust the lost tail), but by a full rebuild. A re-add refuses a
+// member whose own superblock does not say it was in sync
+// (reAddBlockerLocked), and that survives a restart. The member's File
+// refuses every write once it found the file short, so the header is
+// written through a descriptor of its own; the write is best effort (a
+// file shrunk into its header has lost it anyway, and is refused as
+// damaged). Callers hold commitMu and cfgMu, after the commit that
+// recorded the failure.
+func (a *Array) markContentLostLocked(s *slot) {
+	i := slices.IndexFunc(a.meta.Members, func(mi superblock.MemberInfo) bool { return mi.UUID == s.uuid })
+	if i < 0 || a.meta.Members[i].State != superblock.MemberFailed || s.path == "" {
 		return
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() < superblock.HeaderSize || st.Size() >= s.dev.Size() {
+		return // not shrunk (or shrunk into its header, which is lost anyway)
+	}
+	meta := a.meta.Clone()
+	meta.Role, meta.MemberUUID = a.meta.Members[i].Role, s.uuid
+	if err := superblock.Write(f, meta); err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		a.log.Warn("cannot record on the shrunk member's own superblock that it failed: a 'raidd add' of it would resync only the regions written while it was out; zero its first MiB first, so that it is rebuilt in full", "path", s.path, "err", err)
 	}
 }
 

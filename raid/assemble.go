@@ -287,10 +287,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		switch {
 		case errors.Is(err, superblock.ErrNoMagic):
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; create an array with 'raidd create' or check the path", ErrNotMember, d.Path))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; check the path, or, if it was a member whose header was wiped, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add', which rebuilds it", ErrNotMember, d.Path))
 		case err != nil:
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out and re-add it with 'raidd add' (or recreate with --force)", ErrCorrupt, d.Path, err))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add --force', which rebuilds it (or recreate the array with 'raidd create --force')", ErrCorrupt, d.Path, err))
 		default:
 			cands = append(cands, candidate{d, m})
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -176,6 +178,17 @@ func examine(path string) (examined, error) {
 	for _, mi := range m.Members {
 		e.Members = append(e.Members, examinedEntry{UUID: superblock.FormatUUID(mi.UUID), Role: mi.Role, State: mi.State.String()})
 	}
+	// In role order (the table keeps slots in the order members joined),
+	// the members without a role (spares, retired) last.
+	slices.SortStableFunc(e.Members, func(x, y examinedEntry) int {
+		rank := func(r int32) int64 {
+			if r < 0 {
+				return 1 << 40
+			}
+			return int64(r)
+		}
+		return cmp.Compare(rank(x.Role), rank(y.Role))
+	})
 	if h, err := superblock.ReadInUse(f); err == nil {
 		e.InUse = &examinedHolder{Host: h.Host, PID: h.PID, Path: h.Path,
 			Since: time.Unix(0, h.Since).UTC(), Heartbeat: time.Unix(0, h.Heartbeat).UTC()}

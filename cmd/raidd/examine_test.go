@@ -73,3 +73,30 @@ func TestExamineScrubState(t *testing.T) {
 	assert.False(t, ex.Scrub.Running)
 	assert.True(t, done.Equal(ex.Scrub.LastFinished), "%v", ex.Scrub.LastFinished)
 }
+
+// TestExamineMembersInRoleOrder: the member table is listed by role, the
+// members without one last, whatever order their slots are in.
+func TestExamineMembersInRoleOrder(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "data", "5", "a.img", "b.img", "c.img")
+	path := e.paths("a.img")[0]
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	m, err := superblock.Read(f)
+	require.NoError(t, err)
+	spare := superblock.MemberInfo{UUID: [16]byte{9}, Role: -1, State: superblock.MemberSpare}
+	m.Members = []superblock.MemberInfo{spare, m.Members[2], m.Members[0], m.Members[1]}
+	m.Events++
+	require.NoError(t, superblock.Write(f, m))
+	require.NoError(t, f.Close())
+	code, js, errOut := raidd(t, "examine", "--json", path)
+	require.Equal(t, 0, code, errOut)
+	var ex []examined
+	require.NoError(t, json.Unmarshal([]byte(js), &ex), js)
+	require.Len(t, ex, 1)
+	var roles []int32
+	for _, mm := range ex[0].Members {
+		roles = append(roles, mm.Role)
+	}
+	assert.Equal(t, []int32{0, 1, 2, -1}, roles)
+}

@@ -204,8 +204,8 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 }
 
 // markContentLostLocked writes the current member table, which records
-// role m's member as failed, onto that member's own header when its file
-// is now shorter than at open (whatever error the failure was recorded
+// s's member as failed, onto that member's own header when its file is
+// now shorter than at open (whatever error the failure was recorded
 // with: a shrink is met by whichever request gets there first). The bytes
 // past the new end are gone, so the member must not come back by a
 // re-add, which resyncs only the regions written while it was out (and

@@ -232,7 +232,8 @@ func (a *Array) markContentLostLocked(s *slot) {
 	}
 	meta := a.meta.Clone()
 	meta.Role, meta.MemberUUID = a.meta.Members[i].Role, s.uuid
-	if err := superblock.Write(f, meta); err == nil {
+	err = superblock.Write(f, meta)
+	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {

@@ -192,16 +192,23 @@ func csumRoom(checksums bool) int64 {
 // too) marks where, the assembly resyncs and reseals those rows, and
 // nothing that was durable fails its checksum or reads back wrong.
 func TestCrashChecksums(t *testing.T) {
+	crashChecksumShapes(t, false, levelShape{stripe.RAID0, 2}, levelShape{stripe.RAID1, 2}, levelShape{stripe.RAID5, 3}, levelShape{stripe.RAID6, 4}, levelShape{stripe.RAID10, 3})
+}
+
+type levelShape struct {
+	level stripe.Level
+	n     int
+}
+
+// crashChecksumShapes runs 4 crash trials with checksums on each shape,
+// in parallel, assembling without the last member when degraded is set.
+func crashChecksumShapes(t *testing.T, degraded bool, shapes ...levelShape) {
 	seed := testSeed(t)
-	shapes := []struct {
-		level stripe.Level
-		n     int
-	}{{stripe.RAID0, 2}, {stripe.RAID1, 2}, {stripe.RAID5, 3}, {stripe.RAID6, 4}, {stripe.RAID10, 3}}
 	for _, s := range shapes {
 		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
 			t.Parallel()
 			for trial := 0; trial < 4; trial++ {
-				crashTrialOpts(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n), true, false, false)
+				crashTrialOpts(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n), true, false, degraded)
 			}
 		})
 	}
@@ -215,19 +222,7 @@ func TestCrashChecksums(t *testing.T) {
 // missing member whose reconstruction needs them, data made durable long
 // before included (EIO).
 func TestCrashChecksumsDegraded(t *testing.T) {
-	seed := testSeed(t)
-	shapes := []struct {
-		level stripe.Level
-		n     int
-	}{{stripe.RAID1, 2}, {stripe.RAID5, 3}, {stripe.RAID5, 4}, {stripe.RAID6, 4}, {stripe.RAID10, 4}}
-	for _, s := range shapes {
-		t.Run(fmt.Sprintf("%s/members=%d", s.level, s.n), func(t *testing.T) {
-			t.Parallel()
-			for trial := 0; trial < 4; trial++ {
-				crashTrialOpts(t, s.level, s.n, seed+int64(trial)*7919+int64(s.level)*31+int64(s.n), true, false, true)
-			}
-		})
-	}
+	crashChecksumShapes(t, true, levelShape{stripe.RAID1, 2}, levelShape{stripe.RAID5, 3}, levelShape{stripe.RAID5, 4}, levelShape{stripe.RAID6, 4}, levelShape{stripe.RAID10, 4})
 }
 
 // TestCrashDuringRebuild cuts the power while a mirror is being rebuilt

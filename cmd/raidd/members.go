@@ -197,22 +197,22 @@ type claim struct {
 	done sync.WaitGroup
 }
 
-// liveClaims holds the claims this process has made and not released, by
-// the Since of their in-use block (a nanosecond time, unique enough within
-// one process). An in-use block that names this process but none of them
+// liveClaims counts the claims this process has made and not released, by
+// the Since of their in-use block (a nanosecond time; counted, so that two
+// claims made in the same nanosecond cannot release each other). An in-use block that names this process but none of them
 // was left by a claim whose release could not clear it (a member that
 // failed because its file shrank refuses every write): it holds nothing.
 var liveClaims = struct {
 	sync.Mutex
-	m map[int64]bool
-}{m: map[int64]bool{}}
+	m map[int64]int
+}{m: map[int64]int{}}
 
 // ours reports whether h, which names this process, is one of its claims
 // in force.
 func ours(h *superblock.InUse) bool {
 	liveClaims.Lock()
 	defer liveClaims.Unlock()
-	return liveClaims.m[h.Since]
+	return liveClaims.m[h.Since] > 0
 }
 
 // claimMember reads the member's in-use block, refuses a member that
@@ -236,7 +236,7 @@ func claimMember(dev *member.File, path string, force bool) (*claim, error) {
 	}
 	if err == nil {
 		liveClaims.Lock()
-		liveClaims.m[now] = true
+		liveClaims.m[now]++
 		liveClaims.Unlock()
 	}
 	if err != nil {
@@ -385,7 +385,9 @@ func (c *claim) release() {
 	close(c.stop)
 	c.done.Wait()
 	liveClaims.Lock()
-	delete(liveClaims.m, c.mine.Since)
+	if liveClaims.m[c.mine.Since]--; liveClaims.m[c.mine.Since] <= 0 {
+		delete(liveClaims.m, c.mine.Since)
+	}
 	liveClaims.Unlock()
 	if superblock.ClearInUse(c.dev) == nil {
 		_ = c.dev.Sync()

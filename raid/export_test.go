@@ -80,3 +80,20 @@ func FutureLogHeader(uuid [16]byte, epoch uint64) []byte {
 	le.PutUint32(b[40:], crc32.Checksum(b[:40], castagnoli))
 	return b
 }
+
+// LogRecordsPending returns how many write-hole log records are queued on
+// the members' logs or in a batch being written (tests only).
+func (a *Array) LogRecordsPending() int {
+	j := a.journal
+	if j == nil {
+		return 0
+	}
+	n := 0
+	for i := range j.logs {
+		q := &j.logs[i]
+		q.mu.Lock()
+		n += len(q.queue) + len(q.batch)
+		q.mu.Unlock()
+	}
+	return n
+}

@@ -1515,6 +1515,7 @@ func (j *journal) writeBatch(op *Op, m int, q *logQueue) {
 		k++
 	}
 	q.tail += size
+	q.batch = batch // being written (LogRecordsPending counts it)
 	// The write is timed for gather, which waits only while records are
 	// planned: when none is (a lone writer), the two clock reads, about a
 	// tenth of a small record's bookkeeping, are skipped.

@@ -629,14 +629,35 @@ func (a *Array) cacheFlusher(ctx context.Context) {
 	var (
 		due  []int64
 		wg   sync.WaitGroup
-		live int          // write-out goroutines started
-		idle atomic.Int32 // of them, those waiting for a stripe
+		live int // write-out goroutines started
+		// idle counts the goroutines done with their last stripe that no
+		// stripe handed out since has claimed. Each stripe sent claims
+		// one, or starts one, before it is sent: so every stripe in work
+		// has a goroutine of its own, and none waits in the channel
+		// behind another's write-out (one waiting for its log batch, or
+		// for a slow member). Counting a goroutine idle only while it was
+		// blocked in its receive let the flusher send a stripe to one
+		// that had just taken another: the stripe then waited for that
+		// write-out, and a write-out waiting for its log batch to fill
+		// (journal.gather) waited for records that could not come.
+		idle atomic.Int32
 	)
 	work := make(chan int64, flushParallel)
 	defer func() {
 		close(work)
 		wg.Wait()
 	}()
+	claim := func() bool {
+		for {
+			n := idle.Load()
+			if n == 0 {
+				return false
+			}
+			if idle.CompareAndSwap(n, n-1) {
+				return true
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -649,19 +670,14 @@ func (a *Array) cacheFlusher(ctx context.Context) {
 			}
 			due = c.due(due[:0], a.clock.Now(), flushParallel)
 			for _, s := range due {
-				if idle.Load() == 0 && live < flushParallel {
+				if !claim() && live < flushParallel {
 					live++
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						for {
-							idle.Add(1)
-							next, ok := <-work
-							idle.Add(-1)
-							if !ok {
-								return
-							}
+						for next := range work {
 							_ = a.flushStripe(next, true) // recorded for the next Sync
+							idle.Add(1)
 						}
 					}()
 				}

@@ -425,22 +425,36 @@ func TestStripeCacheRandomWrite(t *testing.T) {
 // members are not held in memory (RandomWriteBack's default), random
 // partial writes are held in the stripe cache and acknowledged without
 // member I/O; at their deadline the flusher writes them out side by side,
-// as background ops whose log records wait for each other, so they share
-// log writes. Members whose sync takes a millisecond, as a disk's flush
-// does: 64 random writes (16 per parity member) cost at most 16 log
-// writes (4 on a quiet machine, one per member; with the background
-// gather removed, 8 to 11; a CI run under -race made 9 with it, since
-// the long wait lasts only while half the cache is in use). That the
-// background gather saves log writes is measured (bench/README.md), not
-// asserted: how many records reach a log within its wait depends on
-// the machine. Everything reads back, before
-// and after the write-out.
+// so that their log records share log writes. Everything reads back,
+// before and after the write-out, and after a restart.
+//
+// How many records a log write carries under free-running timing depends
+// on how the machine schedules the write-outs (4 log writes on a quiet
+// machine, 31 in a CI run under -race with the other packages' tests
+// competing for the two CPUs); that figure is measured by bench/, not
+// asserted here. What is asserted does not depend on scheduling: the
+// first record write on each member's log is held until all 64 write-outs
+// have queued their records (journal.append); every record queued while a
+// log write is in flight then goes out in the next one, so the 64 records
+// (16 per parity member) cost at most 8 log writes, 2 per member. With
+// each write-out writing its own record (no group commit) they cost 64.
 func TestStripeCacheRandomWriteBack(t *testing.T) {
 	const chunk, n, writes = 16 << 10, 4, 64
+	recStart := int64(superblock.HeaderSize + 4096)
+	recEnd := int64(superblock.HeaderSize) + raid.JournalLength(n, chunk)
+	var gate atomic.Bool
+	release := make(chan struct{})
 	var devs []raid.Device
 	for i := range n {
-		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 4*writes)), membertest.InjectorFunc(func(op membertest.Op, _, _ int64) error {
-			if op == membertest.OpSync {
+		m := membertest.Inject(member.NewMemory(memberSizeFor(chunk, 4*writes)), membertest.InjectorFunc(func(op membertest.Op, off, _ int64) error {
+			switch {
+			case op == membertest.OpWrite && off >= recStart && off < recEnd && gate.Load():
+				select {
+				case <-release:
+				case <-time.After(20 * time.Second):
+					// The assertions below fail; never hang.
+				}
+			case op == membertest.OpSync:
 				time.Sleep(time.Millisecond)
 			}
 			return nil
@@ -477,9 +491,19 @@ func TestStripeCacheRandomWriteBack(t *testing.T) {
 	assert.Equal(t, st0.Stats.MemberBytesWritten, st.Stats.MemberBytesWritten, "no member write before the deadline")
 	assert.Equal(t, st0.Journal.Records, st.Journal.Records)
 	assert.Equal(t, want, readAll(t, a), "reads see the held writes")
-	deadline := time.Now().Add(10 * time.Second)
+
+	gate.Store(true)
+	deadline := time.Now().Add(20 * time.Second)
+	for a.LogRecordsPending() < writes {
+		require.True(t, time.Now().Before(deadline), "the flusher starts every write-out after the deadline (%d records queued)", a.LogRecordsPending())
+		if clk.WaitSleepers(1, time.Millisecond) {
+			clk.Advance(5 * time.Millisecond)
+		}
+	}
+	gate.Store(false)
+	close(release)
 	for a.Status().StripeCache.Stripes != 0 {
-		require.True(t, time.Now().Before(deadline), "the flusher writes the stripes out after their deadline")
+		require.True(t, time.Now().Before(deadline), "the flusher writes the stripes out")
 		if clk.WaitSleepers(1, time.Millisecond) {
 			clk.Advance(5 * time.Millisecond)
 		}
@@ -487,7 +511,7 @@ func TestStripeCacheRandomWriteBack(t *testing.T) {
 	st = a.Status()
 	records, logWrites := st.Journal.Records-st0.Journal.Records, st.Journal.LogWrites-st0.Journal.LogWrites
 	assert.Equal(t, int64(writes), records, "every held write is recorded when it is written out")
-	assert.LessOrEqual(t, logWrites, int64(writes/4), "%d records share log writes", records)
+	assert.LessOrEqual(t, logWrites, int64(2*n), "%d records queued together share log writes", records)
 	t.Logf("%d records, %d log writes", records, logWrites)
 	assert.Equal(t, want, readAll(t, a))
 	require.NoError(t, a.Close())

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -565,11 +566,31 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 func newestOf(cands []candidate) candidate {
 	newest := cands[0]
 	for _, c := range cands[1:] {
-		if c.meta.Events > newest.meta.Events || (c.meta.Events == newest.meta.Events && c.meta.UpdateTime > newest.meta.UpdateTime) {
+		switch {
+		case c.meta.Events != newest.meta.Events:
+			if c.meta.Events > newest.meta.Events {
+				newest = c
+			}
+		case c.meta.UpdateTime != newest.meta.UpdateTime:
+			if c.meta.UpdateTime > newest.meta.UpdateTime {
+				newest = c
+			}
+		case !selfRemoved(c.meta) && selfRemoved(newest.meta):
+			// A device retired by a replace carries the table that
+			// retired it, itself added as removed; a member of that
+			// table speaks for it.
 			newest = c
 		}
 	}
 	return newest
+}
+
+// selfRemoved reports whether m's member table records m's own member as
+// removed (a device retired by a replace).
+func selfRemoved(m *superblock.Meta) bool {
+	return slices.ContainsFunc(m.Members, func(mi superblock.MemberInfo) bool {
+		return mi.UUID == m.MemberUUID && mi.State == superblock.MemberRemoved
+	})
 }
 
 // lostFailed counts the members that the newest superblock among cands

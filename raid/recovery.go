@@ -760,6 +760,7 @@ func (a *Array) finishJob(j *recovery) {
 		detail = fmt.Sprintf("roles %s in one pass: ", j.roleList()) + detail
 	}
 	kindEv := EventRebuildFinished
+	var retired *slot // the member a replace retired
 	switch j.kind {
 	case jobRebuild:
 		// The target takes the role. Earlier holders of the role whose
@@ -802,6 +803,7 @@ func (a *Array) finishJob(j *recovery) {
 		if old != nil {
 			delete(a.slots, old.uuid)
 			a.retired = append(a.retired, old)
+			retired = old
 			detail += "; " + old.path + " retired"
 		}
 	}
@@ -809,10 +811,32 @@ func (a *Array) finishJob(j *recovery) {
 	j.cancel()
 	if err := a.commitLocked(); err != nil {
 		a.log.Error("cannot record finished "+j.kind.String(), "err", err)
+	} else if retired != nil {
+		a.retireHeaderLocked(retired)
 	}
 	a.publishLocked()
 	a.event(Event{Kind: kindEv, Role: j.role, Path: j.target.path, Detail: detail})
 	a.claimSparesLocked()
+}
+
+// retireHeaderLocked writes the member table just committed onto the
+// retired device s's own superblock, with s added to it as removed, so
+// that 'raidd examine' of it says it left the array rather than showing
+// the role it held, and an assembly that lists it leaves it out as
+// removed, whatever its event count. It is best effort: the device's old
+// superblock, older than the members', is left out as well. Callers hold
+// commitMu and cfgMu, after the commit.
+func (a *Array) retireHeaderLocked(s *slot) {
+	meta := a.meta.Clone()
+	meta.Role, meta.MemberUUID = -1, s.uuid
+	meta.Members = append(meta.Members, superblock.MemberInfo{UUID: s.uuid, Role: -1, State: superblock.MemberRemoved})
+	err := superblock.Write(s.dev, meta)
+	if err == nil {
+		err = s.dev.Sync()
+	}
+	if err != nil {
+		a.log.Warn("cannot record on the retired member's own superblock that it left the array; 'raidd examine' of it shows the role it held", "path", s.path, "err", err)
+	}
 }
 
 // isDeadLocked reports whether uuid is a present device left out of the array

@@ -401,3 +401,50 @@ func TestClaimedSpareGetsBitmap(t *testing.T) {
 	assert.Equal(t, want, image(2), "the claimed spare's bitmap")
 	waitIdleClock(t, a, clk)
 }
+
+// TestReplacedMemberRecordsItLeft: when a replace finishes, the retired
+// device's own superblock gets the table that retired it, with the
+// device added as removed, so that examining it does not show the role it held (before,
+// it kept "role 1, active" at an older event count). An assembly that
+// lists it, even first and at the members' event count, leaves it out as
+// removed and starts whole from the members, its replacement included.
+func TestReplacedMemberRecordsItLeft(t *testing.T) {
+	const chunk = 8 << 10
+	r := newRig(5, memberSizeFor(chunk, 16))
+	o := raid.Options{CleanDelay: -1}
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "rep", Level: stripe.RAID5, Chunk: chunk}, o)
+	want := fill(t, a, 5)
+	require.NoError(t, a.ReplaceMember(r.devs[1].Path, r.devs[4], false))
+	st := waitIdle(t, a)
+	require.True(t, hasEvent(st, raid.EventReplaceFinished), "%+v", st.History)
+
+	old, err := superblock.Read(r.mem[1])
+	require.NoError(t, err)
+	cur, err := superblock.Read(r.mem[4])
+	require.NoError(t, err)
+	assert.Equal(t, cur.Events, old.Events, "the retired device has the table that retired it")
+	assert.Equal(t, int32(-1), old.Role)
+	assert.Len(t, old.Members, len(cur.Members)+1)
+	for _, mi := range old.Members {
+		if mi.UUID == old.MemberUUID {
+			assert.Equal(t, superblock.MemberRemoved, mi.State, "the retired device is removed in its own table")
+		}
+	}
+	require.NoError(t, a.Close())
+
+	devs := []raid.Device{r.devs[1], r.devs[0], r.devs[4], r.devs[2], r.devs[3]}
+	b := assembleArray(t, devs, o)
+	st = b.Status()
+	assert.False(t, st.Degraded)
+	var left []string
+	for _, d := range st.Devices {
+		if d.Path == r.devs[1].Path {
+			left = append(left, d.State+": "+d.Note)
+		}
+	}
+	require.Len(t, left, 1)
+	assert.Contains(t, left[0], "not in the newest member table (it was removed)")
+	requireContent(t, b, want, "assembled with the retired device listed first")
+	r.toggles[0].On() // lose an original: the replacement carries role 1
+	requireContent(t, b, want, "after losing member 0")
+}

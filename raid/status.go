@@ -1,6 +1,7 @@
 package raid
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -281,13 +282,16 @@ func (a *Array) Status() Status {
 		st.Devices = append(st.Devices, ms)
 	}
 	for _, s := range snap.dead {
-		for i := range st.Devices {
-			if st.Devices[i].UUID == superblock.FormatUUID(s.uuid) {
-				st.Devices[i].Path, st.Devices[i].Events, st.Devices[i].Note = s.path, s.events, s.note
-				s.ctr.load(&st.Devices[i])
-				st.Devices[i].State = "stale"
-			}
+		i := slices.IndexFunc(st.Devices, func(d MemberStatus) bool { return d.UUID == superblock.FormatUUID(s.uuid) })
+		if i < 0 {
+			// Not in the member table (removed, or retired by a
+			// replace): shown all the same, since it was listed.
+			st.Devices = append(st.Devices, MemberStatus{Role: -1, UUID: superblock.FormatUUID(s.uuid)})
+			i = len(st.Devices) - 1
 		}
+		st.Devices[i].Path, st.Devices[i].Events, st.Devices[i].Note = s.path, s.events, s.note
+		s.ctr.load(&st.Devices[i])
+		st.Devices[i].State = "stale"
 	}
 	for r := 0; r < a.geo.Members(); r++ {
 		if !held[r] {

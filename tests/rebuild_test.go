@@ -469,6 +469,20 @@ func TestReplaceWhileServing(t *testing.T) {
 	assertSameBytes(t, want, got, "data after the replace")
 	srv.stopOK(t)
 	assertClean(t, keep, repl)
+	// The retired member's own superblock says it left the array, at the
+	// members' event count, and an array started with it listed leaves it
+	// out.
+	ex := mustRaidd(t, "examine", old)
+	assert.Contains(t, ex, "removed: it left the array (retired by a replace)")
+	assert.Regexp(t, `(?m)^\s+-\s+removed\s+\S+ \(this member\)$`, ex)
+	srv = serve(t, old, keep, repl)
+	st = srv.fullStatus(t, arr.name)
+	assert.False(t, st.Degraded, "degraded flag with the retired member listed first")
+	d, listed := st.device(old)
+	require.True(t, listed, "the retired member is shown: %+v", st.Devices)
+	assert.Equal(t, "stale", d.State)
+	assert.Contains(t, d.Note, "not in the newest member table")
+	srv.stopOK(t)
 
 	require.NoError(t, os.Remove(old))
 	srv = serve(t, keep, repl)

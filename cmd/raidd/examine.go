@@ -20,15 +20,18 @@ import (
 
 // examined is the JSON form of one member's superblock.
 type examined struct {
-	Path              string `json:"path"`
-	Error             string `json:"error,omitempty"`
-	ArrayUUID         string `json:"array_uuid,omitempty"`
-	Name              string `json:"name,omitempty"`
-	Level             string `json:"level,omitempty"`
-	Chunk             uint64 `json:"chunk,omitempty"`
-	RaidMembers       uint32 `json:"raid_members,omitempty"`
-	Role              int32  `json:"role"`
-	MemberUUID        string `json:"member_uuid,omitempty"`
+	Path        string `json:"path"`
+	Error       string `json:"error,omitempty"`
+	ArrayUUID   string `json:"array_uuid,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Level       string `json:"level,omitempty"`
+	Chunk       uint64 `json:"chunk,omitempty"`
+	RaidMembers uint32 `json:"raid_members,omitempty"`
+	Role        int32  `json:"role"`
+	MemberUUID  string `json:"member_uuid,omitempty"`
+	// Removed: the member's own table records it as removed (a device
+	// retired by a replace gets the table that retired it).
+	Removed           bool   `json:"removed,omitempty"`
 	DataOffset        uint64 `json:"data_offset,omitempty"`
 	DataSize          uint64 `json:"data_size,omitempty"`
 	ConsistencyPolicy string `json:"consistency_policy,omitempty"`
@@ -172,6 +175,9 @@ func examine(path string) (examined, error) {
 		ConsistencyPolicy: raid.ConsistencyPolicyOf(m), LogOffset: m.LogOffset, LogLength: m.LogLength,
 		Created: time.Unix(0, m.CreateTime).UTC(), Updated: time.Unix(0, m.UpdateTime).UTC(),
 	}
+	e.Removed = slices.ContainsFunc(m.Members, func(mi superblock.MemberInfo) bool {
+		return mi.UUID == m.MemberUUID && mi.State == superblock.MemberRemoved
+	})
 	if m.Checksums {
 		e.Checksums = &examinedChecksums{Offset: m.ChecksumOffset, Length: m.ChecksumLength}
 	}
@@ -208,7 +214,14 @@ func printExamined(w io.Writer, e *examined) {
 	}
 	row("array", "%q (uuid %s)", e.Name, e.ArrayUUID)
 	row("level", "%s, %d members, chunk %s", e.Level, e.RaidMembers, formatSize(int64(e.Chunk)))
-	row("this member", "role %d, uuid %s", e.Role, e.MemberUUID)
+	switch {
+	case e.Removed:
+		row("this member", "uuid %s, removed: it left the array (retired by a replace), and its data is not the array's; 'raidd add' takes it back as a new member", e.MemberUUID)
+	case e.Role < 0:
+		row("this member", "spare, uuid %s", e.MemberUUID)
+	default:
+		row("this member", "role %d, uuid %s", e.Role, e.MemberUUID)
+	}
 	row("data region", "offset %d, size %s (%d bytes)", e.DataOffset, formatSize(int64(e.DataSize)), e.DataSize)
 	if c := e.Checksums; c != nil {
 		row("checksums", "CRC32C per 4KiB block, area at offset %d, %s", c.Offset, formatSize(int64(c.Length)))

@@ -104,6 +104,10 @@ type conn struct {
 	inflight   int  // requests handed to workers and not yet answered (counted only with IdleTimeout)
 	// payloadDeadline: the reader left a payload deadline set. Reader-owned.
 	payloadDeadline bool
+	// transmitting: the handshake is over; draining: shutdown began
+	// since, and the reader is halted shutdownDrain later (see drain).
+	// Both guarded by rdMu.
+	transmitting, draining bool
 
 	// Handshake scratch.
 	optBuf   []byte
@@ -146,9 +150,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 // interrupt makes the connection stop reading (at shutdown): a handshake in
-// progress fails, and the transmission reader stops.
+// progress fails at once; in transmission the reader drains (see drain).
 func (c *conn) interrupt() {
-	c.halt()
+	if !c.drain() {
+		c.halt()
+	}
 }
 
 func (c *conn) serve() {

@@ -368,9 +368,15 @@
 //
 // # Shutdown
 //
-// Server.Shutdown closes the listeners, makes every connection stop reading
-// (handshakes fail at once, refused connections are closed), answers queued
-// requests that have not started, and a request whose reader was waiting
-// for payload bytes, with ESHUTDOWN, lets executing requests finish and reply, then closes the
-// connections. Requests still in the socket buffer are not read.
+// Server.Shutdown closes the listeners, fails handshakes at once, closes
+// refused connections, answers queued requests that have not started with
+// ESHUTDOWN, and lets executing requests finish and reply. A connection in
+// transmission goes on reading for shutdownDrain (250 ms): each request it
+// reads then, those the client sent before it could know, is answered
+// with ESHUTDOWN (a WRITE's payload read and dropped), as the protocol
+// asks, and the client's NBD_CMD_DISC, its answer to ESHUTDOWN, ends the
+// connection at once. Then the reader is halted (a request waiting for
+// payload bytes or for budget gets ESHUTDOWN), and the connection closes
+// once its replies are sent. Before, the reader stopped at once, and the
+// requests still in the socket went unanswered under a reset.
 package nbd

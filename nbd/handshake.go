@@ -361,6 +361,7 @@ func (c *conn) enterTransmission(e *export) bool {
 	if !c.stopped {
 		_ = c.nc.SetDeadline(time.Time{})
 	}
+	c.transmitting = true
 	c.rdMu.Unlock()
 	if c.s.shutting.Load() {
 		c.interrupt()

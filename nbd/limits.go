@@ -83,6 +83,34 @@ func (c *conn) halt() {
 	_ = c.nc.SetReadDeadline(time.Now())
 }
 
+// shutdownDrain is how long a connection in transmission goes on reading
+// once shutdown began. The protocol asks a server shutting down to answer
+// the requests it receives with ESHUTDOWN, and a client that gets one to
+// disconnect (NBD_CMD_DISC): so the requests a client sent before it
+// learnt of the shutdown, still in the socket, are read and answered
+// (WRITE payloads discarded) rather than left unanswered under a reset
+// connection, and a client that answers with DISC ends the connection at
+// once. A client that sends nothing holds the shutdown this long at most.
+const shutdownDrain = 250 * time.Millisecond
+
+// drain starts the reader's shutdown drain, if the connection is in
+// transmission: the reader goes on reading for shutdownDrain, answering
+// each request header it reads with ESHUTDOWN (readLoop), and is then
+// halted; requests already read run and are answered. It returns false
+// (nothing done) during the handshake.
+func (c *conn) drain() bool {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	if !c.transmitting || c.stopped {
+		return false
+	}
+	if !c.draining {
+		c.draining = true
+		time.AfterFunc(shutdownDrain, c.halt)
+	}
+	return true
+}
+
 // armHeaderRead sets the read deadline for the next request header:
 // IdleTimeout from now if it is enabled and no request is in flight, none
 // otherwise. It returns false if the connection was halted.

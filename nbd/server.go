@@ -225,10 +225,12 @@ func (s *Server) unregister(c *conn) {
 
 // Shutdown stops the server gracefully: it closes the listeners, interrupts
 // connections still in the handshake, and stops every connection from
-// reading further requests. Requests already executing finish and are
-// answered; requests read but not yet started, and any request read after
-// Shutdown began, are answered with ESHUTDOWN. Each connection is closed once
-// its outstanding replies are sent. Shutdown returns nil when every
+// reading further requests, after a short drain in which the requests a
+// client sent meanwhile are read (see the package documentation,
+// "Shutdown"). Requests already executing finish and are answered;
+// requests read but not yet started, and any request read after Shutdown
+// began, are answered with ESHUTDOWN. Each connection is closed once its
+// outstanding replies are sent. Shutdown returns nil when every
 // connection goroutine has exited, or ctx.Err() if ctx ends first; in that
 // case the remaining connections are closed abruptly, although device calls
 // already in progress still run to completion in the background.

@@ -639,6 +639,48 @@ func TestShutdownWithRequestsInFlight(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// TestShutdownAnswersRequestsSentAfterIt: requests a client sends after
+// shutdown began (it cannot know) are read and answered with ESHUTDOWN, a
+// WRITE's payload discarded unwritten, as the protocol asks of a server
+// shutting down; the request executing meanwhile finishes and is answered,
+// and the client's NBD_CMD_DISC, the protocol's answer to ESHUTDOWN, ends
+// the connection. Before, the reader stopped at once: the requests stayed
+// in the socket unanswered, and the client saw the connection close under
+// them.
+func TestShutdownAnswersRequestsSentAfterIt(t *testing.T) {
+	dev := newMemDev(1 << 20)
+	dev.gate = make(chan struct{})
+	dev.entered = make(chan struct{}, 16)
+	opts := oneExport(dev)
+	opts.Workers = 1
+	s, err := NewServer(opts)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = s.Serve(l) }()
+	cl := connect(t, &testServer{s: s, addr: l.Addr()}, "disk", false)
+	cl.send(cmdRead, 0, 0, 4096, nil)
+	<-dev.entered // executing
+
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	require.Eventually(t, s.shutting.Load, 5*time.Second, time.Millisecond)
+	cl.send(cmdWrite, 0, 8192, 4096, pattern(4096, 7))
+	cl.send(cmdRead, 0, 4096, 4096, nil)
+	for range 2 {
+		r := cl.readReply()
+		assert.Equal(t, errnoShutdown, r.errno, "a request sent after shutdown began")
+	}
+	close(dev.gate)
+	r := cl.readReply()
+	assert.Zero(t, r.errno, "the request executing when shutdown began")
+	assert.Len(t, r.data, 4096)
+	cl.send(cmdDisc, 0, 0, 0, nil)
+	cl.expectEOF()
+	require.NoError(t, <-done)
+	assert.Equal(t, make([]byte, 4096), dev.data[8192:8192+4096], "a WRITE answered ESHUTDOWN is not written")
+}
+
 func TestShutdownContextExpires(t *testing.T) {
 	dev := newMemDev(1 << 16)
 	dev.gate = make(chan struct{})

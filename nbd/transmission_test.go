@@ -589,18 +589,25 @@ func TestServeUnixAndTCPTogether(t *testing.T) {
 	assert.ErrorIs(t, s.Serve(lt), ErrServerClosed)
 }
 
-func TestShutdownWithRequestsInFlight(t *testing.T) {
+// gatedShutdownServer serves, on TCP, a 1 MiB memDev whose reads wait for
+// its gate, with the given number of workers, for the shutdown tests
+// (which call Shutdown themselves).
+func gatedShutdownServer(t *testing.T, workers int) (*Server, *memDev, *testServer, net.Listener) {
 	dev := newMemDev(1 << 20)
 	dev.gate = make(chan struct{})
 	dev.entered = make(chan struct{}, 16)
 	opts := oneExport(dev)
-	opts.Workers = 2
+	opts.Workers = workers
 	s, err := NewServer(opts)
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = s.Serve(l) }()
-	ts := &testServer{s: s, addr: l.Addr()}
+	return s, dev, &testServer{s: s, addr: l.Addr()}, l
+}
+
+func TestShutdownWithRequestsInFlight(t *testing.T) {
+	s, dev, ts, l := gatedShutdownServer(t, 2)
 
 	cl := connect(t, ts, "disk", false)
 	idle := connect(t, ts, "disk", true)
@@ -635,7 +642,7 @@ func TestShutdownWithRequestsInFlight(t *testing.T) {
 	idle.expectEOF()
 	assert.Zero(t, s.Stats().ActiveConnections)
 	// New connections are refused.
-	_, err = net.Dial("tcp", l.Addr().String())
+	_, err := net.Dial("tcp", l.Addr().String())
 	assert.Error(t, err)
 }
 
@@ -648,17 +655,8 @@ func TestShutdownWithRequestsInFlight(t *testing.T) {
 // in the socket unanswered, and the client saw the connection close under
 // them.
 func TestShutdownAnswersRequestsSentAfterIt(t *testing.T) {
-	dev := newMemDev(1 << 20)
-	dev.gate = make(chan struct{})
-	dev.entered = make(chan struct{}, 16)
-	opts := oneExport(dev)
-	opts.Workers = 1
-	s, err := NewServer(opts)
-	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = s.Serve(l) }()
-	cl := connect(t, &testServer{s: s, addr: l.Addr()}, "disk", false)
+	s, dev, ts, _ := gatedShutdownServer(t, 1)
+	cl := connect(t, ts, "disk", false)
 	cl.send(cmdRead, 0, 0, 4096, nil)
 	<-dev.entered // executing
 

@@ -21,6 +21,11 @@ type CheckResult struct {
 	// members were readable (a degraded array), or the level keeps no
 	// redundancy (RAID0).
 	Unverifiable int64 `json:"unverifiable"`
+	// ChecksumUnverifiable counts the unverifiable rows that could not be
+	// compared because blocks failed their checksums and no copy or
+	// parity could rebuild them (a checksum-lost event names them), not
+	// because a member is missing.
+	ChecksumUnverifiable int64 `json:"checksum_unverifiable,omitempty"`
 	// NoRedundancy says the level keeps no redundancy at all (RAID0), so
 	// rows are unverifiable whether or not the array is degraded.
 	NoRedundancy bool `json:"no_redundancy,omitempty"`
@@ -56,12 +61,15 @@ func (r CheckResult) String() string {
 		}
 		parts = append(parts, s)
 	}
-	if r.Unverifiable > 0 {
+	if n := r.Unverifiable - r.ChecksumUnverifiable; n > 0 {
 		why := "the array is degraded"
 		if r.NoRedundancy {
 			why = "the level keeps no redundancy"
 		}
-		parts = append(parts, fmt.Sprintf("%d rows could not be verified because %s", r.Unverifiable, why))
+		parts = append(parts, fmt.Sprintf("%d rows could not be verified because %s", n, why))
+	}
+	if r.ChecksumUnverifiable > 0 {
+		parts = append(parts, fmt.Sprintf("%d rows could not be verified because blocks failed their checksums and no copy or parity could rebuild them (see the checksum-lost events)", r.ChecksumUnverifiable))
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d rows verified consistent", r.Verified, r.Rows))
 	return strings.Join(parts, "; ")
@@ -113,12 +121,15 @@ func (a *Array) checkError(res CheckResult, bad []error) error {
 	if res.Inconsistent > res.RepairedRows {
 		errs = append(errs, fmt.Errorf("%d of %d rows inconsistent (first ones listed): %w", res.Inconsistent-res.RepairedRows, res.Rows, errors.Join(bad...)))
 	}
-	if res.Unverifiable > 0 {
+	if n := res.Unverifiable - res.ChecksumUnverifiable; n > 0 {
 		why := "the array is degraded: no redundancy left to compare"
 		if res.NoRedundancy {
 			why = a.geo.Level().String() + " keeps no redundancy to compare"
 		}
-		errs = append(errs, fmt.Errorf("%w: %d of %d rows (%s)", ErrUnverifiable, res.Unverifiable, res.Rows, why))
+		errs = append(errs, fmt.Errorf("%w: %d of %d rows (%s)", ErrUnverifiable, n, res.Rows, why))
+	}
+	if res.ChecksumUnverifiable > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d of %d rows (blocks failed their checksums and could not be rebuilt)", ErrUnverifiable, res.ChecksumUnverifiable, res.Rows))
 	}
 	return errors.Join(errs...)
 }

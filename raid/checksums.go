@@ -194,6 +194,37 @@ func (a *Array) readBlocks(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// rereadByBlock reads p at off (checksum-block aligned) one checksum block
+// at a time, each with an Op of its own, under the stripe locks the
+// caller holds: a read that failed because blocks failed their checksums
+// on more members of a row than the level can rebuild at once succeeds
+// when, at each block's offset, few enough of them are bad (two copies of
+// a mirrored chunk rotten at different blocks, two chunks of a RAID5 row).
+// Each block read rebuilds and rewrites what it can, as any read does; the
+// first that cannot fails the read with the error a read returns, and
+// reports its blocks lost.
+func (a *Array) rereadByBlock(p []byte, off int64) error {
+	for b := int64(0); b < int64(len(p)); b += csumBlock {
+		op := a.getOp()
+		op.locked = true
+		err := a.layout.ReadAt(op, p[b:b+csumBlock], off+b)
+		if op.settle() {
+			a.handleFailures(op)
+		}
+		if err != nil {
+			if op.csumLost != 0 {
+				a.csumLost(op)
+			}
+			err = a.ioError(op, err)
+		}
+		a.putOp(op)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // rawDev returns the device under a checksum wrapper.
 func rawDev(m Member) Member {
 	if d, ok := m.(*integrity.Dev); ok {

@@ -299,7 +299,9 @@ func TestCreateWithoutDiscardResyncs(t *testing.T) {
 // trusts a rotten copy, not even the first one (without checksums the
 // first readable copy wins, as in md: TestScrubMirrorFirstCopyWins). The
 // copy that fails its checksum is rewritten from the one that matches, the
-// repair is counted, and a second scrub is clean.
+// repair is counted, and the row is then compared and verified in the same
+// scrub (before, with only one copy readable at first, the scrub called it
+// unverifiable until the next one).
 func TestScrubChecksumsTrustMatchingCopy(t *testing.T) {
 	const chunk = 8 << 10
 	r := newRig(2, memberSizeFor(chunk, 4)+64<<10)
@@ -310,16 +312,15 @@ func TestScrubChecksumsTrustMatchingCopy(t *testing.T) {
 	require.NoError(t, err)
 	// Role 0 holds the first copy of every chunk of a RAID1.
 	r.mem[0].Bytes()[int64(sb.DataOffset)+2*chunk+10] ^= 0x5a
-	// The chunk had one readable copy this time (the other failed its
-	// checksum and was rewritten): the scrub calls its row unverifiable.
-	_, err = scrub(t, a, false)
-	require.ErrorIs(t, err, raid.ErrUnverifiable)
+	res, err := scrub(t, a, false)
+	require.NoError(t, err)
+	assert.True(t, res.Consistent(), "%s", res)
 	assert.Equal(t, int64(1), a.Status().Checksums.Repaired)
 	rep := eventsOf(a, raid.EventChecksumRepaired)
 	require.Len(t, rep, 1)
 	assert.Equal(t, 0, rep[0].Role)
 	requireContent(t, a, want, "the copy matching its checksum won")
-	res, err := scrub(t, a, false)
+	res, err = scrub(t, a, false)
 	require.NoError(t, err)
 	assert.True(t, res.Consistent(), "%s", res)
 	assert.Equal(t, int64(1), a.Status().Checksums.Repaired)
@@ -563,4 +564,140 @@ func TestChecksumsAddNoMemberRequests(t *testing.T) {
 			assert.Equal(t, counts[0], counts[1], "member {reads, writes, syncs} for %d random 4 KiB writes, without checksums then with", writes)
 		})
 	}
+}
+
+// rotRow flips a byte in block k of member k's chunk of row row, for every
+// member k: each member of the row has one bad block, at an offset of its
+// own, so at every block offset at most one chunk is wrong.
+func rotRow(t *testing.T, r *rig, a *raid.Array, row int64) {
+	t.Helper()
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	chunk := a.Geometry().Chunk()
+	for k := range r.mem {
+		require.Less(t, int64(k+1)*4096, chunk)
+		r.mem[k].Bytes()[int64(sb.DataOffset)+row*chunk+int64(k)*4096+7] ^= 0x5a
+	}
+}
+
+// TestChecksumRotAtDifferentBlocks: a read over chunks that each have a
+// block failing its checksum, at different offsets, returns the right
+// bytes on every redundant level: at each block offset only one chunk is
+// wrong, and the copies or parity rebuild it. Before, the first bad block
+// made its whole member unreadable for the request, the second one
+// another member, and the read failed with EIO, reporting the blocks lost
+// (RAID1 with two copies rotten at different blocks, RAID5 with two
+// chunks of a row, RAID6 with three), though block reads of the same
+// bytes succeeded.
+func TestChecksumRotAtDifferentBlocks(t *testing.T) {
+	const chunk, rows = 64 << 10, 8
+	for _, lv := range csumLevels {
+		if lv.level == stripe.RAID0 {
+			continue
+		}
+		t.Run(lv.level.String(), func(t *testing.T) {
+			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
+			want := make([]byte, a.Size())
+			rng := randv2.New(randv2.NewPCG(3, 4))
+			for i := range want {
+				want[i] = byte(rng.Uint32())
+			}
+			_, err := a.WriteAt(want, 0)
+			require.NoError(t, err)
+			const row = 2
+			rotRow(t, r, a, row)
+			w := a.Geometry().StripeWidth()
+			got := make([]byte, w)
+			_, err = a.ReadAt(got, row*w)
+			require.NoError(t, err, "every bad block has a good copy or its parity")
+			assert.Equal(t, want[row*w:(row+1)*w], got)
+			st := a.Status()
+			assert.Zero(t, st.Checksums.Lost)
+			assert.Empty(t, eventsOf(a, raid.EventChecksumLost))
+			assert.Positive(t, st.Checksums.Repaired)
+			for _, d := range st.Devices {
+				assert.Equal(t, "active", d.State)
+			}
+			_, err = a.ReadAt(got, row*w)
+			require.NoError(t, err)
+			assert.Equal(t, want[row*w:(row+1)*w], got)
+		})
+	}
+}
+
+// TestCheckHealsChecksumFailures: a check of a parity row whose blocks
+// fail their checksums (a data block and a parity block, each in a chunk
+// of its own) rebuilds and rewrites them, as reads do, and verifies the
+// row; losing a member afterwards loses nothing. Before, RAID5's and
+// RAID6's Check stopped at the first member read that failed: the row was
+// reported unverifiable "because the array is degraded" at every check,
+// --repair included, and the bad parity stayed until a member failure
+// needed it and the read failed. A row with more bad blocks at one offset
+// than the level can rebuild is reported unverifiable because of its
+// checksums, not because of a degraded array.
+func TestCheckHealsChecksumFailures(t *testing.T) {
+	const chunk, rows = 64 << 10, 8
+	for _, lv := range csumLevels {
+		if lv.level != stripe.RAID5 && lv.level != stripe.RAID6 {
+			continue
+		}
+		t.Run(lv.level.String(), func(t *testing.T) {
+			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
+			want := make([]byte, a.Size())
+			rng := randv2.New(randv2.NewPCG(5, 6))
+			for i := range want {
+				want[i] = byte(rng.Uint32())
+			}
+			_, err := a.WriteAt(want, 0)
+			require.NoError(t, err)
+			sb, err := superblock.Read(r.mem[0])
+			require.NoError(t, err)
+			g := a.Geometry()
+			const row = 3
+			pm, dm := g.ParityMember(row), g.DataMember(row, 1)
+			at := func(m int, blk int64) *byte {
+				return &r.mem[m].Bytes()[int64(sb.DataOffset)+row*chunk+blk*4096+100]
+			}
+			goodP, goodD := *at(pm, 2), *at(dm, 5)
+			*at(pm, 2) ^= 0xff
+			*at(dm, 5) ^= 0xff
+
+			res, err := a.Check()
+			require.NoError(t, err, "%s", res)
+			assert.True(t, res.Consistent(), "%s", res)
+			assert.Equal(t, goodP, *at(pm, 2), "the parity block was rewritten")
+			assert.Equal(t, goodD, *at(dm, 5), "the data block was rewritten")
+			st := a.Status()
+			assert.Equal(t, int64(2), st.Checksums.Repaired)
+			assert.Zero(t, st.Checksums.Lost)
+			res, err = a.Check()
+			require.NoError(t, err, "%s", res)
+			r.toggles[dm].On() // the parity is needed now
+			requireContent(t, a, want, "after the check, with a member failing")
+			r.toggles[dm].Off()
+		})
+	}
+	t.Run("lost", func(t *testing.T) {
+		r := newRig(4, dataOffsetOf(stripe.RAID5, 4, chunk)+64<<10+chunk*rows)
+		a, err := raid.Create(r.devs, raid.CreateOptions{Name: "c", Level: stripe.RAID5, Chunk: chunk, Checksums: true}, raid.Options{})
+		require.NoError(t, err)
+		defer a.Close()
+		_, err = a.WriteAt(bytes.Repeat([]byte{7}, int(a.Size())), 0)
+		require.NoError(t, err)
+		sb, err := superblock.Read(r.mem[0])
+		require.NoError(t, err)
+		g := a.Geometry()
+		const row = 3
+		for _, m := range []int{g.ParityMember(row), g.DataMember(row, 0)} {
+			r.mem[m].Bytes()[int64(sb.DataOffset)+row*chunk+4096+9] ^= 0xff
+		}
+		res, err := a.Check()
+		require.ErrorIs(t, err, raid.ErrUnverifiable)
+		assert.Equal(t, int64(1), res.ChecksumUnverifiable)
+		assert.NotContains(t, res.String(), "degraded")
+		assert.Contains(t, res.String(), "1 rows could not be verified because blocks failed their checksums")
+		assert.NotEmpty(t, eventsOf(a, raid.EventChecksumLost))
+	})
 }

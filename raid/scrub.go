@@ -440,6 +440,9 @@ const (
 	rowSkipped            // a hole on every member: verified without reading
 	rowInconsistent
 	rowUnverifiable
+	// rowUnverifiableChecksum: unverifiable because blocks failed their
+	// checksums and could not be rebuilt, not for a missing member.
+	rowUnverifiableChecksum
 	rowError
 )
 
@@ -453,7 +456,7 @@ func (a *Array) checkRow(row int64, repair bool) (res rowResult, found []Mismatc
 		res, found, err = a.checkRowOp(op, row, repair)
 		return err
 	})
-	if res != rowSkipped {
+	if res != rowSkipped && res != rowUnverifiableChecksum {
 		res = classifyCheck(err)
 	}
 	return res, found, moved, err
@@ -469,7 +472,106 @@ func (a *Array) checkRowOp(op *Op, row int64, repair bool) (rowResult, []Mismatc
 		return rowSkipped, nil, nil
 	}
 	err := a.layout.Check(op, row)
+	if err != nil && a.csum != nil && errors.Is(err, ErrUnverifiable) && op.lostOnly() {
+		return a.recheckHealed(op, row, repair)
+	}
 	return classifyCheck(err), slices.Clone(op.found), err
+}
+
+// recheckHealed handles a row that op could not verify because blocks of
+// its members failed their checksums (and nothing else went wrong): it
+// heals them, as reads do, and checks the row again with a fresh Op.
+//
+// A mirror's Check has already rewritten each bad block from a copy that
+// passes its checksum; only its comparison was left undone. A parity
+// level's Check stops at the first member read that fails, so the row is
+// healed here: its data read through the read path (which rebuilds and
+// rewrites data blocks that fail their checksums, block by block where
+// several members are bad), then its parity members that failed rebuilt
+// from that data (Rebuild, as onto a new member). Before, such a row was
+// reported unverifiable, "because the array is degraded", check after
+// check, and the bad parity stayed until a member failure needed it.
+//
+// It runs under the row's locks, shared when the check only reads: like
+// a read's repair, a heal writes what the row's redundancy already says.
+// A row whose bad blocks cannot be rebuilt (more bad at one offset than
+// the level tolerates) stays unverifiable, its blocks reported lost.
+func (a *Array) recheckHealed(op *Op, row int64, repair bool) (rowResult, []Mismatch, error) {
+	if !a.geo.Mirrored() {
+		if !a.healParityRow(op, row) {
+			return rowUnverifiableChecksum, nil, fmt.Errorf("%w: row %d: blocks failed their checksums and could not be rebuilt", ErrUnverifiable, row)
+		}
+		// Healed, and reported, by the heal's own Ops: nothing left
+		// for rowStep to settle. (A mirror's Check repaired through op,
+		// whose settling reports it.)
+		op.readErr = 0
+	}
+	again := a.getOp()
+	defer a.putOp(again)
+	again.locked, again.cause, again.repair = true, causeScrub, repair
+	err := a.layout.Check(again, row)
+	found := slices.Clone(again.found)
+	res := classifyCheck(err)
+	if res == rowUnverifiable && again.lostOnly() {
+		res = rowUnverifiableChecksum
+	}
+	if again.settle() {
+		a.handleFailures(again)
+	}
+	return res, found, err
+}
+
+// healParityRow rewrites the blocks of parity row row that failed their
+// checksums in op: data through the read path, then the parity members
+// rebuilt from the data. It reports whether every bad block was rebuilt.
+func (a *Array) healParityRow(op *Op, row int64) bool {
+	w := a.geo.StripeWidth()
+	buf := make([]byte, w)
+	sub := a.getOp()
+	sub.locked = true
+	err := a.layout.ReadAt(sub, buf, row*w)
+	if sub.settle() {
+		a.handleFailures(sub)
+	}
+	if err != nil && sub.csumLost != 0 && sub.failed == 0 {
+		sub.csumLost = 0
+		err = a.rereadByBlock(buf, row*w)
+	} else if err != nil && sub.csumLost != 0 {
+		a.csumLost(sub)
+	}
+	a.putOp(sub)
+	if err != nil {
+		return false
+	}
+	var targets []int
+	for _, m := range []int{a.geo.ParityMember(row), a.geo.QMember(row)} {
+		if m >= 0 && op.ReadFailed(m) {
+			targets = append(targets, m)
+		}
+	}
+	if len(targets) == 0 {
+		return true
+	}
+	sub = a.getOp()
+	defer a.putOp(sub)
+	sub.locked, sub.cause = true, causeScrub
+	if mr, ok := a.layout.(MultiRebuilder); ok {
+		err = mr.RebuildMany(sub, row, targets)
+	} else {
+		err = a.layout.Rebuild(sub, row, targets[0])
+	}
+	if sub.settle() {
+		a.handleFailures(sub)
+	}
+	if err != nil || sub.failed != 0 || sub.readErr != 0 {
+		return false
+	}
+	for _, m := range targets {
+		if me, ok := mismatch(op.errs[m]); ok {
+			a.csumRepaired(m, me)
+		}
+	}
+	return true
 }
 
 // classifyCheck sorts a row check's error.
@@ -508,6 +610,9 @@ func (a *Array) tally(res *CheckResult, bad *[]error, other *error, row int64, r
 		}
 	case rowUnverifiable:
 		res.Unverifiable++
+	case rowUnverifiableChecksum:
+		res.Unverifiable++
+		res.ChecksumUnverifiable++
 	default:
 		res.Unverifiable++
 		if *other == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {

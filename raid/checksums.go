@@ -225,6 +225,28 @@ func (a *Array) rereadByBlock(p []byte, off int64) error {
 	return nil
 }
 
+// readLocked reads p at off (checksum-block aligned) through the read
+// path under the stripe locks the caller holds, block by block where
+// blocks fail their checksums on several members (rereadByBlock): the
+// bad blocks that can be rebuilt are, and are rewritten.
+func (a *Array) readLocked(p []byte, off int64) error {
+	op := a.getOp()
+	op.locked = true
+	err := a.layout.ReadAt(op, p, off)
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	switch {
+	case err != nil && op.csumLost != 0 && op.failed == 0:
+		op.csumLost = 0
+		err = a.rereadByBlock(p, off)
+	case err != nil && op.csumLost != 0:
+		a.csumLost(op)
+	}
+	a.putOp(op)
+	return err
+}
+
 // rawDev returns the device under a checksum wrapper.
 func rawDev(m Member) Member {
 	if d, ok := m.(*integrity.Dev); ok {

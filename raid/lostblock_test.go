@@ -256,3 +256,28 @@ func newLostRig(t *testing.T, level stripe.Level, n, spares int) (*rig, *raid.Ar
 	require.NoError(t, err)
 	return r, a, want, int64(sb.DataOffset)
 }
+
+// TestRebuildRebuildsRottenSourceBlock: a RAID6 missing one member, with
+// a block of a survivor failing its checksum, still has two erasures at
+// that block, which P and Q solve: the rebuild onto a spare rebuilds it
+// (and rewrites the survivor's block) instead of giving it up as lost;
+// the array is then whole, and losing another member loses nothing.
+// Before, the rebuild marked the block lost on the new member although a
+// read of it before the rebuild returned the right bytes.
+func TestRebuildRebuildsRottenSourceBlock(t *testing.T) {
+	for _, rotten := range []int{1, 2, 3, 4} { // data and parity, as the row has them
+		t.Run(fmt.Sprint("rotten=", rotten), func(t *testing.T) {
+			r, a, want, dataOff := newLostRig(t, stripe.RAID6, 5, 1)
+			require.NoError(t, a.FailMember(r.devs[0].Path))
+			r.mem[rotten].Bytes()[dataOff+lostBlock+100] ^= 0x5a
+			require.NoError(t, a.AddMember(r.devs[5], false))
+			st := waitIdle(t, a)
+			require.False(t, st.Degraded, "the rebuild finished: %+v", st.Devices)
+			assert.Empty(t, eventsOf(a, raid.EventRebuildLostBlocks), "no block is lost")
+			assert.Zero(t, st.Checksums.Lost)
+			requireContent(t, a, want, "after the rebuild")
+			r.toggles[(rotten+1)%5].On()
+			requireContent(t, a, want, "after the rebuild, another member failing")
+		})
+	}
+}

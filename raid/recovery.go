@@ -488,6 +488,9 @@ func (a *Array) salvageRow(j *recovery, row int64) (int64, error) {
 		}
 		roles = append(roles, t.role)
 	}
+	if moved, ok := a.rebuildByBlocks(row, roles); ok {
+		return moved, nil
+	}
 	err := a.rebuildRow(op, row, roles)
 	if err == nil {
 		err = a.poisonLost(op, row, roles)
@@ -497,6 +500,65 @@ func (a *Array) salvageRow(j *recovery, row int64) (int64, error) {
 		a.handleFailures(op)
 	}
 	return moved, err
+}
+
+// rebuildByBlocks rebuilds parity row row on the target roles when
+// sources failed their checksums, before salvageRow gives their blocks
+// up: the row's data is read through the read path, which rebuilds each
+// block from what is right at its own offset and rewrites the sources'
+// bad blocks (a RAID6 missing one member, with a block of another rotten,
+// still has two erasures there, which it solves); the targets' data
+// chunks are written from it, and parity targets rebuilt from the data,
+// with every parity member of the row (a rotten one is rewritten too).
+// Before, a RAID6 rebuild with a source block rotten gave that block up
+// as lost although P and Q could rebuild it. It reports false, having
+// written nothing to the targets, when some block's offset has more bad
+// chunks than the level can rebuild: salvageRow then marks exactly those
+// lost. The caller holds the row's stripe locks.
+func (a *Array) rebuildByBlocks(row int64, roles []int) (int64, bool) {
+	if a.geo.Mirrored() {
+		return 0, false
+	}
+	w, chunk := a.geo.StripeWidth(), a.geo.Chunk()
+	buf := make([]byte, w)
+	if a.readLocked(buf, row*w) != nil {
+		return 0, false
+	}
+	op := a.getOp()
+	defer a.putOp(op)
+	op.locked, op.cause = true, causeRebuild
+	var parity []int
+	for _, r := range roles {
+		i := a.geo.DataIndex(row, r)
+		if i < 0 {
+			parity = append(parity, r)
+			continue
+		}
+		op.Write(r, buf[int64(i)*chunk:int64(i+1)*chunk], row*chunk)
+	}
+	op.Run()
+	if len(parity) > 0 {
+		parity = parity[:0]
+		for _, m := range []int{a.geo.ParityMember(row), a.geo.QMember(row)} {
+			if m >= 0 && op.Writable(m) {
+				parity = append(parity, m)
+			}
+		}
+		var err error
+		if mr, ok := a.layout.(MultiRebuilder); ok {
+			err = mr.RebuildMany(op, row, parity)
+		} else {
+			err = a.layout.Rebuild(op, row, parity[0])
+		}
+		if err != nil {
+			return op.busiest(), false
+		}
+	}
+	moved := op.busiest()
+	if op.settle() {
+		a.handleFailures(op)
+	}
+	return moved, op.failed == 0
 }
 
 // jobRow does one row of a job on op, which holds the row's stripe locks

@@ -526,21 +526,7 @@ func (a *Array) recheckHealed(op *Op, row int64, repair bool) (rowResult, []Mism
 // rebuilt from the data. It reports whether every bad block was rebuilt.
 func (a *Array) healParityRow(op *Op, row int64) bool {
 	w := a.geo.StripeWidth()
-	buf := make([]byte, w)
-	sub := a.getOp()
-	sub.locked = true
-	err := a.layout.ReadAt(sub, buf, row*w)
-	if sub.settle() {
-		a.handleFailures(sub)
-	}
-	if err != nil && sub.csumLost != 0 && sub.failed == 0 {
-		sub.csumLost = 0
-		err = a.rereadByBlock(buf, row*w)
-	} else if err != nil && sub.csumLost != 0 {
-		a.csumLost(sub)
-	}
-	a.putOp(sub)
-	if err != nil {
+	if a.readLocked(make([]byte, w), row*w) != nil {
 		return false
 	}
 	var targets []int
@@ -552,9 +538,10 @@ func (a *Array) healParityRow(op *Op, row int64) bool {
 	if len(targets) == 0 {
 		return true
 	}
-	sub = a.getOp()
+	sub := a.getOp()
 	defer a.putOp(sub)
 	sub.locked, sub.cause = true, causeScrub
+	var err error
 	if mr, ok := a.layout.(MultiRebuilder); ok {
 		err = mr.RebuildMany(sub, row, targets)
 	} else {

@@ -247,6 +247,92 @@ func (a *Array) readLocked(p []byte, off int64) error {
 	return err
 }
 
+// preferMatchingCopies, before a crash resync of mirror rows [lo, hi)
+// (whose stripe locks the caller holds), rewrites each block of a copy
+// that fails its checksum from a copy of the same chunk that matches
+// its own. The resync then reseals what still mismatches on every copy
+// (a write torn there) and makes the copies agree, the first winning.
+// Without this pass the resync resealed a rotten block of the first copy,
+// which made it valid, and copied it over the others, which were right:
+// the rot was served as data, and a check found the copies consistent.
+// For a write torn by the crash, a copy that matches its checksum holds
+// either the write or what was there before, both allowed. Parity levels
+// and RAID0 still reseal (the checksums cannot tell rot from a torn
+// write there without the parity's arbitration; see the README).
+func (a *Array) preferMatchingCopies(v *View, lo, hi int64) {
+	if a.csum == nil || !a.geo.Mirrored() {
+		return
+	}
+	g, chunk := a.geo, a.geo.Chunk()
+	done := map[int64]bool{}
+	var locs []stripe.Loc
+	for row := lo; row < hi; row++ {
+		for m := 0; m < g.Members(); m++ {
+			arr, role := g.Locate(m, row*chunk)
+			if role != stripe.RoleData || done[arr/chunk] {
+				continue
+			}
+			done[arr/chunk] = true
+			locs = g.Copies(locs[:0], arr/chunk, 0)
+			a.healCopies(v, locs, lo, hi)
+		}
+	}
+}
+
+// healCopies is preferMatchingCopies for one chunk's copies, at locs.
+func (a *Array) healCopies(v *View, locs []stripe.Loc, lo, hi int64) {
+	chunk := a.geo.Chunk()
+	type copyOf struct {
+		m   int
+		d   *integrity.Dev
+		off int64 // data-region offset of the chunk
+		buf []byte
+		bad map[int64]bool // bad blocks, by index in the chunk
+	}
+	var cps []copyOf
+	for _, l := range locs {
+		d, ok := v.devs[l.Member].(*integrity.Dev)
+		if row := l.Off / chunk; !ok || v.readable&(1<<uint(l.Member)) == 0 || row < lo || row >= hi {
+			continue
+		}
+		c := copyOf{m: l.Member, d: d, off: l.Off, buf: make([]byte, chunk), bad: map[int64]bool{}}
+		_, bad, err := d.ReadLost(c.buf, v.dataOff+l.Off)
+		if err != nil {
+			continue // the resync meets the read error itself
+		}
+		for _, rel := range bad {
+			c.bad[(rel-l.Off)/csumBlock] = true
+		}
+		cps = append(cps, c)
+	}
+	if len(cps) < 2 {
+		return
+	}
+	for _, c := range cps {
+		n, first := 0, int64(-1)
+		for k := range c.bad {
+			for _, src := range cps {
+				if src.bad[k] {
+					continue
+				}
+				blk := src.buf[k*csumBlock : (k+1)*csumBlock]
+				if _, err := c.d.WriteAt(blk, v.dataOff+c.off+k*csumBlock); err != nil {
+					a.log.Warn("resync: cannot rewrite a block that fails its checksum from a copy that matches", "role", c.m, "offset", c.off+k*csumBlock, "err", err)
+					break
+				}
+				n++
+				if rel := c.off + k*csumBlock; first < 0 || rel < first {
+					first = rel
+				}
+				break
+			}
+		}
+		if n > 0 {
+			a.csumRepaired(c.m, &integrity.MismatchError{Offset: first, Len: chunk - (first - c.off), Blocks: n})
+		}
+	}
+}
+
 // rawDev returns the device under a checksum wrapper.
 func rawDev(m Member) Member {
 	if d, ok := m.(*integrity.Dev); ok {

@@ -701,3 +701,43 @@ func TestCheckHealsChecksumFailures(t *testing.T) {
 		assert.NotEmpty(t, eventsOf(a, raid.EventChecksumLost))
 	})
 }
+
+// TestCrashResyncPrefersMatchingCopy: after a crash, the resync of a
+// mirror's dirty rows rewrites a block of the first copy that fails its
+// checksum from a copy that matches, instead of resealing it (which made
+// the rot valid) and copying it over the good copies. Before, clients
+// then read the rot, and a check found the copies consistent.
+func TestCrashResyncPrefersMatchingCopy(t *testing.T) {
+	const chunk = 16 << 10
+	for _, lv := range []struct {
+		level   stripe.Level
+		members int
+	}{{stripe.RAID1, 2}, {stripe.RAID1, 3}, {stripe.RAID10, 4}} {
+		t.Run(fmt.Sprint(lv.level, "x", lv.members), func(t *testing.T) {
+			r := newRig(lv.members, memberSizeFor(chunk, 16)+64<<10)
+			o := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true}, o)
+			require.NoError(t, err)
+			want := fill(t, a, 9)
+			require.NoError(t, a.Sync())
+			sb, err := superblock.Read(r.mem[0])
+			require.NoError(t, err)
+			// Block 3 of chunk 5 rots on the copy a resync keeps (the
+			// first readable one, in Copies order).
+			loc := a.Geometry().Copies(nil, 5, 3*4096)[0]
+			at := &r.mem[loc.Member].Bytes()[int64(sb.DataOffset)+loc.Off+17]
+			good := *at
+			*at ^= 0x3c
+			a.Abandon() // a crash: the rows stay dirty
+
+			b := assembleArray(t, r.devs, o)
+			st := waitIdle(t, b)
+			require.NotNil(t, st.LastResync, "a resync ran")
+			assert.Equal(t, good, *at, "the rotten block was rewritten from a good copy")
+			requireContent(t, b, want, "after the resync")
+			res, err := b.Check()
+			require.NoError(t, err, "%s", res)
+			assert.Positive(t, b.Status().Checksums.Repaired)
+		})
+	}
+}

@@ -81,6 +81,7 @@ func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved,
 	if v.failed {
 		return 0, 0, ErrFailed
 	}
+	a.preferMatchingCopies(v, lo, hi)
 	win.reset(lo, hi, nil)
 	if hi-lo > 1 {
 		roles := *learned & v.readable

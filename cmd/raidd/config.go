@@ -398,7 +398,7 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			bad("metrics_listen: %q is not host:port", c.MetricsListen)
 		} else if !c.AllowRemote && !isLoopback(c.MetricsListen) {
-			bad("metrics_listen: %q is not a loopback address; /metrics names the arrays and member paths to anyone who connects, so serving it there needs allow_remote: true (--allow-remote)", c.MetricsListen)
+			errs = append(errs, policyError{fmt.Errorf("%w: metrics_listen: %q is not a loopback address; /metrics names the arrays and member paths to anyone who connects, so serving it there needs allow_remote: true (--allow-remote)", errConfig, c.MetricsListen)})
 		}
 	}
 	if c.ShutdownTimeout < 0 {
@@ -507,6 +507,20 @@ func (c *Config) Validate() error {
 // allow_remote_plaintext says plaintext on the network is intended. The
 // error names the flags that allow it.
 func (c *Config) remoteListenPolicy(addr string) error {
+	if err := c.remoteListenRule(addr); err != nil {
+		return policyError{err}
+	}
+	return nil
+}
+
+// policyError is a configuration refused by a safety policy (a valid
+// value, not allowed as given): it keeps exit code 1 even when a flag set
+// the value (flagValueError).
+type policyError struct{ error }
+
+func (e policyError) Unwrap() error { return e.error }
+
+func (c *Config) remoteListenRule(addr string) error {
 	tlsOff := c.TLS.Mode == "" || strings.EqualFold(c.TLS.Mode, "off")
 	switch {
 	case !c.AllowRemote && tlsOff && !c.AllowRemotePlaintext:

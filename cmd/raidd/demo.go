@@ -79,7 +79,7 @@ commands work against it:
 			ac.Members = append(ac.Members, MemberConfig{Path: filepath.Join(d, fmt.Sprintf("member%d.img", i))})
 		}
 		cfg.Arrays = []ArrayConfig{ac}
-		if err := cfg.Validate(); err != nil {
+		if err := flagValueError(cmd, keys, cfg.Validate()); err != nil {
 			return err
 		}
 		log, err := newLogger(c.stderr, cfg.Log)

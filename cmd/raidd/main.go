@@ -181,5 +181,30 @@ func commandConfig(cmd *cobra.Command, keys map[string]string) (*Config, error) 
 	if err := bindFlags(v, cmd.Flags(), keys); err != nil {
 		return nil, err
 	}
-	return loadConfig(v, configPath(cmd.Flags()))
+	cfg, err := loadConfig(v, configPath(cmd.Flags()))
+	return cfg, flagValueError(cmd, keys, err)
+}
+
+// flagValueError turns a configuration error about a key that a flag on
+// the command line set (keys maps flags to keys) into a usage error that
+// names the flag: a bad flag value exits 2, as the README's exit codes
+// say. The same bad value from the file or the environment stays a
+// configuration error (exit 1).
+func flagValueError(cmd *cobra.Command, keys map[string]string, err error) error {
+	var pe policyError
+	if err == nil || errors.As(err, &pe) {
+		return err
+	}
+	msg := err.Error()
+	for flag, key := range keys {
+		if !cmd.Flags().Changed(flag) {
+			continue
+		}
+		for _, form := range []string{"config: " + key + ":", "config: " + key + " (", "'" + key + "'"} {
+			if strings.Contains(msg, form) {
+				return usageError{fmt.Errorf("--%s: %w", flag, err)}
+			}
+		}
+	}
+	return err
 }

@@ -142,7 +142,7 @@ answered, members are synced and the arrays are marked clean. SIGHUP is ignored;
 			return err
 		}
 		cfg.ForceAssemble = *forceAssemble
-		if err := cfg.Validate(); err != nil {
+		if err := flagValueError(cmd, keys, cfg.Validate()); err != nil {
 			return err
 		}
 		log, err := newLogger(c.stderr, cfg.Log)
@@ -202,7 +202,7 @@ func arrayFlags(fs *pflag.FlagSet) *cliArray {
 }
 
 // perArrayFlags are the flags that only apply to MEMBER arguments.
-var perArrayFlags = []string{"name", "read-only", "direct", "write-mostly", "rebuild-min-rate", "rebuild-max-rate", "stripe-cache", "stripe-cache-delay"}
+var perArrayFlags = []string{"name", "read-only", "direct", "write-mostly", "rebuild-min-rate", "rebuild-max-rate", "stripe-cache", "stripe-cache-delay", "stripe-cache-random-writes"}
 
 // apply adds the array given by MEMBER arguments to cfg. Without members
 // none of the per-array flags may be set.

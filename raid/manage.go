@@ -65,6 +65,23 @@ func (a *Array) findLocked(id string) (int, *slot, error) {
 	return 0, nil, fmt.Errorf("%w: %q is not a member of %q (name a member by path, uuid or role)", ErrNoMember, id, a.meta.Name)
 }
 
+// releaseRetiredLocked closes the device a finished replace retired, if
+// id names it (by path or uuid), and reports whether it did. A retired
+// device is kept open until Close, since requests that began before the
+// replace finished may still use it; an operator's 'raidd remove' (or an
+// add of the same device, Release) comes long after them, and frees it
+// without a restart. Callers hold cfgMu.
+func (a *Array) releaseRetiredLocked(id string) bool {
+	for k, s := range a.retired {
+		if s.path == id || superblock.FormatUUID(s.uuid) == id {
+			a.retired = append(a.retired[:k], a.retired[k+1:]...)
+			_ = s.dev.Close()
+			return true
+		}
+	}
+	return false
+}
+
 // deadSlotLocked returns the stale device of member u, if present. Callers hold cfgMu.
 func (a *Array) deadSlotLocked(u [16]byte) *slot {
 	for _, d := range a.dead {
@@ -173,6 +190,10 @@ func (a *Array) RemoveMember(id string) error {
 	a.lockConfig()
 	defer a.unlockConfig()
 	i, s, err := a.findLocked(id)
+	if errors.Is(err, ErrNoMember) && a.releaseRetiredLocked(id) {
+		a.event(Event{Kind: EventMemberRemoved, Role: -1, Path: id, Detail: "the device a replace retired, released"})
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -239,6 +260,9 @@ func (a *Array) Release(path string) error {
 			_ = d.dev.Close()
 			return nil
 		}
+	}
+	if a.releaseRetiredLocked(path) {
+		return nil
 	}
 	for _, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]

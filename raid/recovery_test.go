@@ -430,6 +430,10 @@ func TestReplacedMemberRecordsItLeft(t *testing.T) {
 			assert.Equal(t, superblock.MemberRemoved, mi.State, "the retired device is removed in its own table")
 		}
 	}
+	// 'raidd remove' releases the retired device (kept open until then,
+	// or until Close); before, it said the device was no member.
+	require.NoError(t, a.RemoveMember(r.devs[1].Path))
+	assert.ErrorIs(t, a.RemoveMember(r.devs[1].Path), raid.ErrNoMember)
 	require.NoError(t, a.Close())
 
 	devs := []raid.Device{r.devs[1], r.devs[0], r.devs[4], r.devs[2], r.devs[3]}

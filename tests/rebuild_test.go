@@ -464,6 +464,11 @@ func TestReplaceWhileServing(t *testing.T) {
 	assertActive(t, st, keep, 1)
 	_, listed := st.device(old)
 	assert.False(t, listed, "the replaced member leaves the array: %+v", st.Devices)
+	// raidd keeps the retired device open (requests begun before the end
+	// of the replace may use it) until 'raidd remove' releases it.
+	assert.Contains(t, mustRaidd(t, "examine", old), "in use by")
+	mustRaidd(t, "remove", "--control", srv.ctrl, arr.name, old)
+	assert.NotContains(t, mustRaidd(t, "examine", old), "in use by", "released without a restart")
 	want := slices.Concat(wantB, wantA[len(wantB):])
 	got, _ := readExport(t, uri, len(want))
 	assertSameBytes(t, want, got, "data after the replace")

@@ -216,7 +216,7 @@ func printExamined(w io.Writer, e *examined) {
 	row("level", "%s, %d members, chunk %s", e.Level, e.RaidMembers, formatSize(int64(e.Chunk)))
 	switch {
 	case e.Removed:
-		row("this member", "uuid %s, removed: it left the array (retired by a replace), and its data is not the array's; 'raidd add' takes it back as a new member", e.MemberUUID)
+		row("this member", "uuid %s, removed: it left the array (retired by a replace), and its data is not the array's; while the raidd that retired it runs, 'raidd remove ARRAY PATH' releases it; 'raidd add' takes it back as a new member", e.MemberUUID)
 	case e.Role < 0:
 		row("this member", "spare, uuid %s", e.MemberUUID)
 	default:

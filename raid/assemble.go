@@ -549,7 +549,11 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		resync = false
 	}
 	for _, s := range dead {
-		a.event(Event{Kind: EventMemberStale, Role: -1, Path: s.path, Detail: s.note})
+		role := -1 // not in the member table
+		if i := slices.IndexFunc(meta.Members, func(mi superblock.MemberInfo) bool { return mi.UUID == s.uuid }); i >= 0 {
+			role = int(meta.Members[i].Role)
+		}
+		a.event(Event{Kind: EventMemberStale, Role: role, Path: s.path, Detail: s.note})
 	}
 	for i, d := range unread {
 		a.event(Event{Kind: EventMemberStale, Role: -1, Path: d.Path, Detail: unreadBy[i].Error() + "; the array records a failed member it may have been: re-add it with 'raidd add' once it is sound"})

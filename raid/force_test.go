@@ -107,6 +107,14 @@ func TestForceAssembleAfterTwoFails(t *testing.T) {
 			assert.Equal(t, "stale", d.State, "the member failed first missed writes")
 		}
 	}
+	// The member-stale event names the role the member held (it said -1).
+	staleRole := -2
+	for _, ev := range st.History {
+		if ev.Kind == raid.EventMemberStale && ev.Path == r.devs[1].Path {
+			staleRole = ev.Role
+		}
+	}
+	assert.Equal(t, 1, staleRole)
 	requireContent(t, a, want, "forced")
 
 	require.NoError(t, a.Release(r.devs[1].Path))

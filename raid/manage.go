@@ -358,7 +358,7 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 	// nothing to resync, and the re-add completes at once.
 	if v := a.view.Load(); v.failed {
 		if n := len(a.bitmap.dirtyRegions()); n > 0 {
-			return false, "", fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble --force MEMBER...' lists what a forced start would trust, then 'raidd serve', or 'raidd serve --force-assemble')",
+			return false, "", fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble MEMBER...' lists what a forced start would trust; 'raidd assemble --force MEMBER...' then records it, before 'raidd serve'; or 'raidd serve --force-assemble')",
 				ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), dev.Path, n, dev.Path)
 		}
 	}

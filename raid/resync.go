@@ -11,7 +11,15 @@ import (
 // regions the write-intent bitmap marked, or every row without a bitmap.
 func (a *Array) resync(ctx context.Context, rows [][2]int64, total int64) {
 	start := time.Now()
-	a.event(Event{Kind: EventResyncStarted, Role: -1, Detail: fmt.Sprintf("%d of %d rows (%d dirty bitmap regions)", total, a.geo.Rows(), len(rows))})
+	what := "no write-intent bitmap: every row"
+	if a.bitmap != nil {
+		per, regions := int64(1)<<a.bitmap.rowShift, int64(0)
+		for _, r := range rows {
+			regions += (r[1]+per-1)/per - r[0]/per
+		}
+		what = fmt.Sprintf("%d dirty bitmap regions", regions)
+	}
+	a.event(Event{Kind: EventResyncStarted, Role: -1, Detail: fmt.Sprintf("%d of %d rows (%s)", total, a.geo.Rows(), what)})
 	j := &recovery{}
 	j.lastOps = a.clientOps.Load()
 	done := int64(0)

@@ -279,6 +279,88 @@ func (a *Array) preferMatchingCopies(v *View, lo, hi int64) {
 	}
 }
 
+// preferParityData is preferMatchingCopies for RAID5 and RAID6, with the
+// parity as arbiter: before a crash resync of rows [lo, hi) (whose stripe
+// locks the caller holds) on a whole array, a data block that fails its
+// checksum, alone at its offset in the row with the row's P matching its
+// own, is rebuilt from P and the row's other data; when the rebuilt block
+// matches the bad block's stored checksum, the bad block was rot (or a
+// write torn before it reached the parity, which then reverts to what
+// was there before, as allowed), and it is rewritten. Otherwise it is
+// left to the resync's reseal, as a torn write. Before, the reseal made
+// rot valid, and the resync then recomputed the parity from it.
+func (a *Array) preferParityData(v *View, lo, hi int64) {
+	if a.csum == nil || a.geo.Mirrored() || a.geo.Tolerance() == 0 || v.Degraded() {
+		return
+	}
+	g, chunk, n := a.geo, a.geo.Chunk(), a.geo.Members()
+	bufs := make([][]byte, n)
+	bad := make([]map[int64]bool, n)
+	for m := range bufs {
+		bufs[m] = make([]byte, chunk)
+	}
+	for row := lo; row < hi; row++ {
+		found, ok := false, true
+		for m := 0; m < n; m++ {
+			d, isDev := v.devs[m].(*integrity.Dev)
+			if !isDev {
+				ok = false
+				break
+			}
+			_, lost, err := d.ReadLost(bufs[m], v.dataOff+row*chunk)
+			if err != nil {
+				ok = false // the resync meets the read error itself
+				break
+			}
+			bad[m] = map[int64]bool{}
+			for _, rel := range lost {
+				bad[m][(rel-row*chunk)/csumBlock] = true
+				found = true
+			}
+		}
+		if !ok || !found {
+			continue
+		}
+		pm := g.ParityMember(row)
+		for k := int64(0); k < chunk/csumBlock; k++ {
+			victim := -1
+			for m := 0; m < n; m++ {
+				if bad[m][k] {
+					if victim >= 0 || m == pm || g.DataIndex(row, m) < 0 {
+						victim = -2 // more than one bad, or a parity block
+						break
+					}
+					victim = m
+				}
+			}
+			if victim < 0 {
+				continue
+			}
+			b0, b1 := k*csumBlock, (k+1)*csumBlock
+			blk := make([]byte, csumBlock)
+			copy(blk, bufs[pm][b0:b1])
+			for m := 0; m < n; m++ {
+				if m == pm || m == victim || g.DataIndex(row, m) < 0 {
+					continue
+				}
+				for i, b := range bufs[m][b0:b1] {
+					blk[i] ^= b
+				}
+			}
+			d := v.devs[victim].(*integrity.Dev)
+			rel := row*chunk + b0
+			if match, err := d.Verify(blk, rel); err != nil || !match {
+				continue // a torn write: the resync reseals it
+			}
+			if _, err := d.WriteAt(blk, v.dataOff+rel); err != nil {
+				a.log.Warn("resync: cannot rewrite a block that fails its checksum from the parity", "role", victim, "offset", rel, "err", err)
+				continue
+			}
+			a.csumRepaired(victim, &integrity.MismatchError{Offset: rel, Len: csumBlock, Blocks: 1})
+		}
+	}
+}
+
 // healCopies is preferMatchingCopies for one chunk's copies, at locs.
 func (a *Array) healCopies(v *View, locs []stripe.Loc, lo, hi int64) {
 	chunk := a.geo.Chunk()

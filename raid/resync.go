@@ -90,6 +90,7 @@ func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved,
 		return 0, 0, ErrFailed
 	}
 	a.preferMatchingCopies(v, lo, hi)
+	a.preferParityData(v, lo, hi)
 	win.reset(lo, hi, nil)
 	if hi-lo > 1 {
 		roles := *learned & v.readable

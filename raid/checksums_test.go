@@ -566,6 +566,23 @@ func TestChecksumsAddNoMemberRequests(t *testing.T) {
 	}
 }
 
+// filledCsumArray creates an array with checksums on a rig of memory
+// members (checked and closed at cleanup) and fills it with random bytes
+// from seed, which it returns.
+func filledCsumArray(t *testing.T, level stripe.Level, members int, chunk, rows int64, seed uint64) (*rig, *raid.Array, []byte) {
+	t.Helper()
+	r := newRig(members, dataOffsetOf(level, members, chunk)+64<<10+chunk*rows)
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: level, Chunk: chunk, Checksums: true}, raid.Options{})
+	want := make([]byte, a.Size())
+	rng := randv2.New(randv2.NewPCG(seed, seed+1))
+	for i := range want {
+		want[i] = byte(rng.Uint32())
+	}
+	_, err := a.WriteAt(want, 0)
+	require.NoError(t, err)
+	return r, a, want
+}
+
 // rotRow flips a byte in block k of member k's chunk of row row, for every
 // member k: each member of the row has one bad block, at an offset of its
 // own, so at every block offset at most one chunk is wrong.
@@ -596,20 +613,12 @@ func TestChecksumRotAtDifferentBlocks(t *testing.T) {
 			continue
 		}
 		t.Run(lv.level.String(), func(t *testing.T) {
-			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
-			a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
-			want := make([]byte, a.Size())
-			rng := randv2.New(randv2.NewPCG(3, 4))
-			for i := range want {
-				want[i] = byte(rng.Uint32())
-			}
-			_, err := a.WriteAt(want, 0)
-			require.NoError(t, err)
+			r, a, want := filledCsumArray(t, lv.level, lv.members, chunk, rows, 3)
 			const row = 2
 			rotRow(t, r, a, row)
 			w := a.Geometry().StripeWidth()
 			got := make([]byte, w)
-			_, err = a.ReadAt(got, row*w)
+			_, err := a.ReadAt(got, row*w)
 			require.NoError(t, err, "every bad block has a good copy or its parity")
 			assert.Equal(t, want[row*w:(row+1)*w], got)
 			st := a.Status()
@@ -643,15 +652,7 @@ func TestCheckHealsChecksumFailures(t *testing.T) {
 			continue
 		}
 		t.Run(lv.level.String(), func(t *testing.T) {
-			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*rows)
-			a := createArray(t, r.devs, raid.CreateOptions{Name: "c", Level: lv.level, Chunk: chunk, Checksums: true}, raid.Options{})
-			want := make([]byte, a.Size())
-			rng := randv2.New(randv2.NewPCG(5, 6))
-			for i := range want {
-				want[i] = byte(rng.Uint32())
-			}
-			_, err := a.WriteAt(want, 0)
-			require.NoError(t, err)
+			r, a, want := filledCsumArray(t, lv.level, lv.members, chunk, rows, 5)
 			sb, err := superblock.Read(r.mem[0])
 			require.NoError(t, err)
 			g := a.Geometry()
@@ -708,36 +709,14 @@ func TestCheckHealsChecksumFailures(t *testing.T) {
 // the rot valid) and copying it over the good copies. Before, clients
 // then read the rot, and a check found the copies consistent.
 func TestCrashResyncPrefersMatchingCopy(t *testing.T) {
-	const chunk = 16 << 10
-	for _, lv := range []struct {
-		level   stripe.Level
-		members int
-	}{{stripe.RAID1, 2}, {stripe.RAID1, 3}, {stripe.RAID10, 4}} {
-		t.Run(fmt.Sprint(lv.level, "x", lv.members), func(t *testing.T) {
-			r := newRig(lv.members, memberSizeFor(chunk, 16)+64<<10)
-			o := raid.Options{CleanDelay: -1}
-			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true}, o)
-			require.NoError(t, err)
-			want := fill(t, a, 9)
-			require.NoError(t, a.Sync())
-			sb, err := superblock.Read(r.mem[0])
-			require.NoError(t, err)
+	for _, lv := range []levelShape{{stripe.RAID1, 2}, {stripe.RAID1, 3}, {stripe.RAID10, 4}} {
+		t.Run(fmt.Sprint(lv.level, "x", lv.n), func(t *testing.T) {
 			// Block 3 of chunk 5 rots on the copy a resync keeps (the
 			// first readable one, in Copies order).
-			loc := a.Geometry().Copies(nil, 5, 3*4096)[0]
-			at := &r.mem[loc.Member].Bytes()[int64(sb.DataOffset)+loc.Off+17]
-			good := *at
-			*at ^= 0x3c
-			a.Abandon() // a crash: the rows stay dirty
-
-			b := assembleArray(t, r.devs, o)
-			st := waitIdle(t, b)
-			require.NotNil(t, st.LastResync, "a resync ran")
-			assert.Equal(t, good, *at, "the rotten block was rewritten from a good copy")
-			requireContent(t, b, want, "after the resync")
-			res, err := b.Check()
-			require.NoError(t, err, "%s", res)
-			assert.Positive(t, b.Status().Checksums.Repaired)
+			crashResyncRot(t, lv, func(g stripe.Geometry, chunk int64) (int, int64) {
+				loc := g.Copies(nil, 5, 3*4096)[0]
+				return loc.Member, loc.Off
+			})
 		})
 	}
 }
@@ -749,33 +728,42 @@ func TestCrashResyncPrefersMatchingCopy(t *testing.T) {
 // reseal made the rot valid, the resync recomputed the parity from it, and
 // clients read the rot.
 func TestCrashResyncParityArbitrates(t *testing.T) {
-	const chunk = 16 << 10
-	for _, lv := range []struct {
-		level   stripe.Level
-		members int
-	}{{stripe.RAID5, 4}, {stripe.RAID6, 5}} {
+	for _, lv := range []levelShape{{stripe.RAID5, 4}, {stripe.RAID6, 5}} {
 		t.Run(lv.level.String(), func(t *testing.T) {
-			r := newRig(lv.members, dataOffsetOf(lv.level, lv.members, chunk)+64<<10+chunk*16)
-			o := raid.Options{CleanDelay: -1}
-			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true}, o)
-			require.NoError(t, err)
-			want := fill(t, a, 11)
-			require.NoError(t, a.Sync())
-			sb, err := superblock.Read(r.mem[0])
-			require.NoError(t, err)
-			const row = 4
-			m := a.Geometry().DataMember(row, 1)
-			at := &r.mem[m].Bytes()[int64(sb.DataOffset)+row*chunk+2*4096+33]
-			good := *at
-			*at ^= 0x3c
-			a.Abandon() // a crash: the rows stay dirty
-
-			b := assembleArray(t, r.devs, o)
-			st := waitIdle(t, b)
-			require.NotNil(t, st.LastResync, "a resync ran")
-			assert.Equal(t, good, *at, "the rotten block was rebuilt from the parity")
-			requireContent(t, b, want, "after the resync")
-			assert.Equal(t, int64(1), b.Status().Checksums.Repaired)
+			// Block 2 of data chunk 1 of row 4 rots.
+			crashResyncRot(t, lv, func(g stripe.Geometry, chunk int64) (int, int64) {
+				return g.DataMember(4, 1), 4*chunk + 2*4096
+			})
 		})
 	}
+}
+
+// crashResyncRot fills an array of shape lv with checksums, syncs it, rots
+// a byte of the block that where names (member, data-region offset), and
+// crashes; the resync after the restart must rewrite the block with its
+// right bytes, count one checksum repair, and leave the array consistent.
+func crashResyncRot(t *testing.T, lv levelShape, where func(g stripe.Geometry, chunk int64) (int, int64)) {
+	const chunk = 16 << 10
+	r := newRig(lv.n, dataOffsetOf(lv.level, lv.n, chunk)+64<<10+chunk*16)
+	o := raid.Options{CleanDelay: -1}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true}, o)
+	require.NoError(t, err)
+	want := fill(t, a, 11)
+	require.NoError(t, a.Sync())
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	m, off := where(a.Geometry(), chunk)
+	at := &r.mem[m].Bytes()[int64(sb.DataOffset)+off+33]
+	good := *at
+	*at ^= 0x3c
+	a.Abandon() // a crash: the rows stay dirty
+
+	b := assembleArray(t, r.devs, o)
+	st := waitIdle(t, b)
+	require.NotNil(t, st.LastResync, "a resync ran")
+	assert.Equal(t, good, *at, "the rotten block was rewritten with its right bytes")
+	requireContent(t, b, want, "after the resync")
+	assert.Equal(t, int64(1), b.Status().Checksums.Repaired)
+	res, err := b.Check()
+	require.NoError(t, err, "%s", res)
 }

@@ -531,7 +531,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	reseal := false
-	if resync && missing != 0 && !a.traits.ResyncDegraded {
+	if resync && missing != 0 && !a.traits.ResyncDegraded && !(a.traits.ResyncRedundant && bits.OnesCount64(missing) < geo.Tolerance()) {
 		// The level cannot resync its rows while a member is missing, but
 		// the checksums of the dirty rows' blocks on the members present
 		// must still follow the data a write in flight at the crash left

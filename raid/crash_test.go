@@ -1098,3 +1098,74 @@ func TestCrashMirrorReadsOneCopyUntilResynced(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashTornFullStripeDegradedRAID6: a full-stripe write needs no
+// write-hole log record (it writes every data byte its parity carries), so
+// a power cut can tear it with nothing to replay: here P reached its member
+// and Q did not. Assembled without a data member, RAID6 still has a parity
+// to spare, and P and Q must agree: the missing chunk is served from P,
+// and once another member fails, from Q. The rows were left as the crash
+// tore them, so the chunk read one value, then another, and a check found
+// the row inconsistent (seed 1796535974672301886 of
+// TestCrashChecksumsDegraded).
+func TestCrashTornFullStripeDegradedRAID6(t *testing.T) {
+	for _, checksums := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checksums=%v", checksums), func(t *testing.T) {
+			const chunk = 16 << 10
+			const n = 4
+			cs := make([]*membertest.Crashable, n)
+			devs := make([]raid.Device, n)
+			power := membertest.NewToggle(membertest.Always())
+			for i := range cs {
+				cs[i] = membertest.NewCrashable(memberSizeFor(chunk, 8) + csumRoom(checksums))
+				devs[i] = raid.Device{Path: fmt.Sprint("torn", i), Member: keep{membertest.Inject(cs[i], power)}}
+			}
+			opts := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(devs, raid.CreateOptions{Name: "torn", Level: stripe.RAID6, Chunk: chunk, Checksums: checksums}, opts)
+			require.NoError(t, err)
+			geo := a.Geometry()
+			const row = 0
+			pm, qm := geo.ParityMember(row), geo.QMember(row)
+			gone := geo.DataMember(row, 0) // assembled without it
+			old := make([]byte, geo.StripeWidth())
+			randomBytes(old, 1)
+			_, err = a.WriteAt(old, row*geo.StripeWidth())
+			require.NoError(t, err)
+			require.NoError(t, a.Sync())
+			p := make([]byte, geo.StripeWidth())
+			randomBytes(p, 2)
+			_, err = a.WriteAt(p, row*geo.StripeWidth()) // full stripe: no record
+			require.NoError(t, err)
+			// The cut: the data and P reach their members, Q does not.
+			power.On()
+			a.Abandon()
+			for m, c := range cs {
+				keep := 1.0
+				if m == qm {
+					keep = 0
+				}
+				c.CrashKeep(int64(m), keep)
+			}
+			power.Off()
+			var present []raid.Device
+			for m, d := range devs {
+				if m != gone {
+					present = append(present, d)
+				}
+			}
+			b := assembleArray(t, present, opts)
+			waitIdle(t, b)
+			res, err := b.Check()
+			require.Zero(t, res.Inconsistent, "check after the degraded assembly: %v", err)
+			first := make([]byte, geo.StripeWidth())
+			_, err = b.ReadAt(first, row*geo.StripeWidth())
+			require.NoError(t, err)
+			require.Equal(t, p[chunk:], first[chunk:], "the data present reads its new value")
+			b.FailRole(pm, fmt.Errorf("failed by test"))
+			again := make([]byte, geo.StripeWidth())
+			_, err = b.ReadAt(again, row*geo.StripeWidth())
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(first, again), "the missing chunk reads another value once P's member failed too")
+		})
+	}
+}

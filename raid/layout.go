@@ -77,6 +77,12 @@ type Traits struct {
 	// member's data (the write hole), so it leaves the rows as they are and
 	// warns.
 	ResyncDegraded bool
+	// ResyncRedundant allows that resync while the missing members leave
+	// the array redundancy to spare (RAID6 missing one member): its rows'
+	// parities must still agree with each other, and the write-hole log
+	// does not record the full-stripe writes a crash may have torn. The
+	// Layout's Resync then handles a row with members missing.
+	ResyncRedundant bool
 	// Journal says the level's partial-stripe writes can open the write
 	// hole (parity computed from data that a crash may tear): its arrays
 	// keep a write-hole log by default (consistency policy "ppl",

@@ -57,9 +57,10 @@ func New(g stripe.Geometry) (raid.Layout, error) {
 
 // Traits: as RAID5. Writes are locked (data, P and Q change together);
 // degraded reads lock up front because most of them reconstruct; partial
-// writes are coalesced; a degraded array is not resynced (the write hole).
+// writes are coalesced; an array missing one member is resynced (P and Q
+// made to agree, see Resync), one missing two is not (the write hole).
 func (l *Layout) Traits() raid.Traits {
-	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true, Journal: true}
+	return raid.Traits{LockWrites: true, LockDegradedReads: true, Coalesce: true, Journal: true, ResyncRedundant: true}
 }
 
 // member returns the member holding shard idx of row row: data index idx
@@ -542,22 +543,37 @@ func (l *Layout) readRow(op *raid.Op, row int64) (missing int, ok bool) {
 }
 
 // Resync recomputes the row's P and Q from its data and rewrites whichever
-// differs. A row with an unreadable member is left alone (the write hole).
+// differs. With one member missing the row still has a parity to spare,
+// and P and Q must agree: a missing data chunk is what its degraded reads
+// serve, rebuilt from the data present and P, and Q is recomputed with it
+// (a missing parity leaves the other to recompute from the data). A torn
+// full-stripe write, which the write-hole log does not record, otherwise
+// left P and Q disagreeing: the missing chunk read one value through P and
+// another once a second member failed. With two missing there is nothing
+// to spare and the row is left alone.
 func (l *Layout) Resync(op *raid.Op, row int64) error {
-	if l.unreadable(op) > 0 {
+	if l.unreadable(op) > 1 {
 		return nil
 	}
-	if _, ok := l.readRow(op, row); !ok {
+	missing, ok := l.readRow(op, row)
+	if !ok {
 		return nil // the failed member is recorded; the row is now degraded
 	}
 	shards := op.Shards[:l.dk+2]
+	if missing > 0 && !(len(shards[l.dk]) == 0 || len(shards[l.dk+1]) == 0) {
+		// A data chunk is missing: rebuilt from the first dk shards
+		// present (data, then P), as a degraded read rebuilds it.
+		if err := l.reconstruct(shards, true); err != nil {
+			return fmt.Errorf("raid6: resync row %d: %w", row, err)
+		}
+	}
 	p, q := op.Buf(l.chunk), op.Buf(l.chunk)
 	l.encode(op, shards[:l.dk], p, q)
-	if !bytes.Equal(p, shards[l.dk]) {
-		op.Write(l.g.ParityMember(row), p, row*l.chunk)
+	if pm := l.g.ParityMember(row); len(shards[l.dk]) != 0 && op.Writable(pm) && !bytes.Equal(p, shards[l.dk]) {
+		op.Write(pm, p, row*l.chunk)
 	}
-	if !bytes.Equal(q, shards[l.dk+1]) {
-		op.Write(l.g.QMember(row), q, row*l.chunk)
+	if qm := l.g.QMember(row); len(shards[l.dk+1]) != 0 && op.Writable(qm) && !bytes.Equal(q, shards[l.dk+1]) {
+		op.Write(qm, q, row*l.chunk)
 	}
 	op.Run()
 	return nil

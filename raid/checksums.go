@@ -236,15 +236,29 @@ func (a *Array) readLocked(p []byte, off int64) error {
 	if op.settle() {
 		a.handleFailures(op)
 	}
-	switch {
-	case err != nil && op.csumLost != 0 && op.failed == 0:
-		op.csumLost = 0
-		err = a.rereadByBlock(p, off)
-	case err != nil && op.csumLost != 0:
+	err, reread := a.rereadIfLost(op, p, off, err)
+	if err != nil && !reread && op.csumLost != 0 {
 		a.csumLost(op)
 	}
 	a.putOp(op)
 	return err
+}
+
+// rereadIfLost is what a read on op (settled, under the stripe locks)
+// that failed with err does when only blocks failing their checksums
+// made it fail: blocks on more members than the level can rebuild at
+// once, but perhaps at different offsets. It reads p again block by
+// block (rereadByBlock), each block rebuilt from the copies or parity
+// that are right at its offset, and returns that read's error and true;
+// the first attempt's mismatches are not reported lost, since a block
+// that is lost is reported by its own read. Otherwise it returns err and
+// false.
+func (a *Array) rereadIfLost(op *Op, p []byte, off int64, err error) (error, bool) {
+	if err == nil || op.csumLost == 0 || op.failed != 0 || int64(len(p)) <= csumBlock {
+		return err, false
+	}
+	op.csumLost = 0
+	return a.rereadByBlock(p, off), true
 }
 
 // preferMatchingCopies, before a crash resync of mirror rows [lo, hi)

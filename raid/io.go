@@ -72,15 +72,9 @@ func (a *Array) read(p []byte, off int64) (int, error) {
 	if op.settle() {
 		a.handleFailures(op) // before unlocking: the failure is recorded first
 	}
-	reread := false
-	if err != nil && op.csumLost != 0 && op.failed == 0 && op.locked && int64(len(p)) > csumBlock {
-		// Blocks failed their checksums on more members than the level
-		// can rebuild at once, but perhaps at different offsets: read
-		// again block by block, each rebuilt from the copies or parity
-		// that are right there. The first attempt's mismatches are not
-		// reported lost; a block that is lost is reported by its read.
-		op.csumLost, reread = 0, true
-		err = a.rereadByBlock(p, off)
+	var reread bool
+	if op.locked {
+		err, reread = a.rereadIfLost(op, p, off, err)
 	}
 	if err == nil && op.locked && a.cache != nil {
 		a.cache.overlay(p, off, first, last)

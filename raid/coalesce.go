@@ -180,17 +180,20 @@ func (a *Array) lead(q *gatherQueue, stripe int64) {
 	op.gathered = batch
 
 	var err error
-	fua := false
 	if op.v.failed {
 		err = ErrFailed
 	} else {
-		err = a.writeBatch(op, batch)
+		fua := false
 		for _, g := range batch {
 			fua = fua || g.fua
 		}
-	}
-	if err == nil && fua {
-		a.syncTouched(op)
+		err = a.redoOnNewerView(op, func(op *Op) error {
+			err := a.writeBatch(op, batch)
+			if err == nil && fua {
+				a.syncTouched(op)
+			}
+			return err
+		})
 	}
 	err = a.finishWrite(op, err)
 	for _, g := range batch {

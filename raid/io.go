@@ -220,22 +220,59 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	if err := a.writeOutLocked(op, first, last); err != nil {
 		return a.finishWrite(op, err)
 	}
-	var err error
-	switch kind {
-	case wkData:
-		err = a.layout.WriteAt(op, p, off)
-	case wkDiscard:
-		err = a.layout.Discard(op, off, n)
-		a.stats.clientZeroed.Add(n)
-	case wkZeroesNoHole:
-		op.Zero, op.noElide = true, true
-		err = a.writeZeroes(op, off, n)
+	if kind != wkData {
 		a.stats.clientZeroed.Add(n)
 	}
-	if err == nil && fua {
-		a.syncTouched(op)
-	}
+	err := a.redoOnNewerView(op, func(op *Op) error {
+		var err error
+		switch kind {
+		case wkData:
+			err = a.layout.WriteAt(op, p, off)
+		case wkDiscard:
+			err = a.layout.Discard(op, off, n)
+		case wkZeroesNoHole:
+			op.Zero, op.noElide = true, true
+			err = a.writeZeroes(op, off, n)
+		}
+		if err == nil && fua {
+			a.syncTouched(op)
+		}
+		return err
+	})
 	return a.finishWrite(op, err)
+}
+
+// redoOnNewerView runs write, a write on op, and returns its error; when
+// it fails on a View older than the array's (which has not failed), it
+// runs it again, whole, on a fresh op, until it succeeds or fails on the
+// array's current View. The retries' failures are recorded (finishWrite);
+// op's, the caller records.
+//
+// An op's View is the one of when the op was taken, and a write can wait
+// long after that with its stripes locked (for a slow member, for its log
+// batch) while the array changes: a rebuild that finishes meanwhile makes
+// its target readable, but in op's View the target is still unreadable,
+// so a member failure that the array survives looks to op like one too
+// many (RAID6 missing a member, rebuilding another, and a third failing),
+// and the Layout gives up with ErrTooManyFailures before it has written
+// everything: a write the array can take would fail (and a stripe cache's
+// write-out would drop acknowledged bytes). A write is idempotent under
+// its stripe locks: rewriting what did reach the members writes the same
+// bytes and parity again, and the retry's own writes meet, and record,
+// the failures the first attempt met.
+func (a *Array) redoOnNewerView(op *Op, write func(*Op) error) error {
+	err := write(op)
+	for seen := op.v; err != nil; {
+		if v := a.view.Load(); v == seen || v.failed {
+			break
+		}
+		retry := a.getOp()
+		retry.locked, retry.cause, retry.background = op.locked, op.cause, op.background
+		seen = retry.v
+		err = a.finishWrite(retry, write(retry))
+		a.putOp(retry)
+	}
+	return err
 }
 
 // syncTouched makes the members op wrote durable (FUA). With a write-hole

@@ -483,19 +483,8 @@ const streamWindow = 8
 // read without mu.
 //
 // The entry is dropped even when the write-out fails, so it must not fail
-// for a reason the array does not share. op's View is the one of when op
-// was taken, and a write-out can wait long after that with the stripe
-// locked (for its log batch, for a slow member) while the array changes:
-// a rebuild that finishes meanwhile makes its target readable, but in
-// op's View the target is still unreadable, so a member failure that the
-// array survives looks to op like one too many (RAID6 missing a member,
-// rebuilding another, and a third failing), and the Layout gives up with
-// ErrTooManyFailures, before it has written the rest of the pieces. So a
-// write-out that failed is done again, whole, on a fresh op, while the
-// array's View is newer than the one the attempt ran on and has not
-// failed: the failures the first attempt met are recorded by the retry's
-// own (its writes meet them again), and rewriting pieces that did reach
-// the members writes the same bytes and parity again.
+// for a reason the array does not share: a write-out that fails on a View
+// older than the array's is done again on a fresh op (redoOnNewerView).
 func (a *Array) writeOut(op *Op, s int64) error {
 	c := a.cache
 	e := c.lookup(s)
@@ -503,17 +492,7 @@ func (a *Array) writeOut(op *Op, s int64) error {
 		return nil
 	}
 	runs := e.runs
-	err := a.writeRuns(op, e)
-	for seen := op.v; err != nil; {
-		if v := a.view.Load(); v == seen || v.failed {
-			break
-		}
-		retry := a.getOp()
-		retry.locked, retry.cause, retry.background = op.locked, op.cause, op.background
-		seen = retry.v
-		err = a.finishWrite(retry, a.writeRuns(retry, e))
-		a.putOp(retry)
-	}
+	err := a.redoOnNewerView(op, func(op *Op) error { return a.writeRuns(op, e) })
 	c.flushes.Add(1)
 	if len(runs) == 1 && runs[0].hi-runs[0].lo == c.width {
 		c.full.Add(1)

@@ -577,16 +577,31 @@ func TestStripeCacheStreamOutOfOrder(t *testing.T) {
 	assert.Equal(t, data, readAll(t, a)[:len(data)])
 }
 
-// TestStripeCacheWriteOutAcrossRebuildEnd: a write-out whose op was taken
-// while a rebuild's target was still unreadable, and that waited (here on
-// a slow member read) until the rebuild had finished and a further member
-// failed, must not give the cached pieces up. In the write-out's View the
-// RAID6 array then missed three roles (two failed, one rebuilding) and
-// the Layout gave up with ErrTooManyFailures before writing anything; the
-// entry was dropped anyway, and reads, on an array that had lost two
-// members and survived, returned the stale bytes the members still held
-// (TestModel raid6/chunk=64K/members=4/cache, RAIDD_SEED=1796533714286923808).
-func TestStripeCacheWriteOutAcrossRebuildEnd(t *testing.T) {
+// TestWriteAcrossRebuildEnd: a write whose op was taken while a
+// rebuild's target was still unreadable, and that waited (here on a slow
+// member read) until the rebuild had finished and a further member
+// failed, must not fail, nor give cached pieces up. In the write's View
+// the RAID6 array then missed three roles (two failed, one rebuilding)
+// and the Layout gave up with ErrTooManyFailures before writing
+// anything. Through the stripe cache the entry was dropped anyway, and
+// reads, on an array that had lost two members and survived, returned
+// the stale bytes the members still held (TestModel
+// raid6/chunk=64K/members=4/cache, RAIDD_SEED=1796533714286923808); an
+// uncached write, direct or gathered, failed with EIO.
+func TestWriteAcrossRebuildEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    raid.Options
+	}{
+		{"cache-writeout", raid.Options{StripeCache: 1 << 20, StripeCacheDelay: time.Hour}},
+		{"direct", raid.Options{NoCoalesce: true}},
+		{"gathered", raid.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWriteAcrossRebuildEnd(t, tc.o) })
+	}
+}
+
+func testWriteAcrossRebuildEnd(t *testing.T, o raid.Options) {
 	const chunk, rows = 4 << 10, 8
 	r := newRig(5, memberSizeFor(chunk, rows))
 	// mem1 (role 1): once armed, its first read waits until released, and
@@ -608,9 +623,8 @@ func TestStripeCacheWriteOutAcrossRebuildEnd(t *testing.T) {
 	// The rebuild moves 1 MiB/s of fake time: it does its one window (every
 	// row) at once, then waits on the clock before it finishes. The
 	// flusher's deadline never comes.
-	o := raid.WithClock(raid.Options{CleanDelay: -1, StripeCache: 1 << 20, StripeCacheDelay: time.Hour,
-		RebuildMinRate: 1 << 20, RebuildMaxRate: 1 << 20}, clk)
-	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "cache", Level: stripe.RAID6, Chunk: chunk}, o)
+	o.CleanDelay, o.RebuildMinRate, o.RebuildMaxRate = -1, 1<<20, 1<<20
+	a := createArray(t, r.devs[:4], raid.CreateOptions{Name: "cache", Level: stripe.RAID6, Chunk: chunk}, raid.WithClock(o, clk))
 	g := a.Geometry()
 	width := g.StripeWidth()
 	require.Equal(t, []int{2, 3, 0, 1}, []int{g.ParityMember(1), g.QMember(1), g.DataMember(1, 0), g.DataMember(1, 1)})
@@ -620,16 +634,24 @@ func TestStripeCacheWriteOutAcrossRebuildEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.FailMember(r.devs[0].Path))
 	require.NoError(t, a.FailMember(r.devs[2].Path))
-	// Stripe 1 (member row 1) caches two pieces: the start of D0 (role 0)
-	// and the end of D1 (role 1).
-	for i, off := range []int64{width, 2*width - 512} {
+	// Two pieces of stripe 1 (member row 1): the start of D0 (role 0) and
+	// the end of D1 (role 1). The cache keeps them; without one they are
+	// written at once, and the write that waits is the third.
+	pieces := []int64{width, 2*width - 512, width + 1024}
+	write := func(i int) error {
 		p := make([]byte, 512)
 		randomBytes(p, int64(10+i))
-		_, err := a.WriteAt(p, off)
-		require.NoError(t, err)
-		copy(want[off:], p)
+		copy(want[pieces[i]:], p)
+		_, err := a.WriteAt(p, pieces[i])
+		return err
 	}
-	require.Equal(t, int64(1), a.Status().StripeCache.Stripes)
+	for i := range 2 {
+		require.NoError(t, write(i))
+	}
+	cached := o.StripeCache > 0
+	if cached {
+		require.Equal(t, int64(1), a.Status().StripeCache.Stripes)
+	}
 
 	require.NoError(t, a.AddMember(r.devs[4], false)) // rebuilds role 0 onto mem4
 	waitUntil(t, "the rebuild has done every row", func() bool {
@@ -637,23 +659,31 @@ func TestStripeCacheWriteOutAcrossRebuildEnd(t *testing.T) {
 		return rec != nil && rec.BytesMoved >= rows*chunk
 	})
 	armed.Store(true)
-	synced := make(chan error, 1)
-	go func() { synced <- a.Sync() }()
-	<-entered // the write-out has its op (mem4 unreadable in its View) and waits for mem1
+	done := make(chan error, 1)
+	go func() {
+		if cached {
+			done <- a.Sync()
+		} else {
+			done <- write(2)
+		}
+	}()
+	<-entered // the write has its op (mem4 unreadable in its View) and waits for mem1
 	clk.Advance(time.Second)
 	waitUntil(t, "the rebuild has finished", func() bool { return a.Status().Recovery == nil })
 	dead.Store(true) // mem1 dies: roles 0 and 3 are left, which RAID6 survives
 	close(release)
 
-	assert.NoError(t, <-synced, "the array survives: the write-out must not fail")
+	assert.NoError(t, <-done, "the array survives: the write must not fail")
 	st := a.Status()
 	assert.False(t, st.Failed)
-	assert.Zero(t, st.StripeCache.Stripes)
+	if cached {
+		assert.Zero(t, st.StripeCache.Stripes)
+	}
 	got := make([]byte, a.Size())
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("read after the write-out: %s", firstDiff(got, want, 0))
+		t.Fatalf("read after the write: %s", firstDiff(got, want, 0))
 	}
 }
 

@@ -33,6 +33,10 @@ type csumState struct {
 	rebuilt  atomic.Int64                     // checksum pages that failed their own CRC
 	devs     atomic.Pointer[[]*integrity.Dev] // every Dev made, for Status
 	unsealed atomic.Pointer[[][2]int64]       // data ranges resealed on mismatch until the resync ends
+	// arbitrated has a bit per member row of the unsealed ranges whose
+	// blocks that fail their checksums were arbitrated (settleUnsealed);
+	// nil with unsealed.
+	arbitrated atomic.Pointer[[]atomic.Uint64]
 }
 
 // wrapDev returns dev wrapped for checksums when the array has them.
@@ -476,6 +480,8 @@ func (a *Array) unsealForResync(plan [][2]int64) {
 	for i, r := range plan {
 		ranges[i] = [2]int64{r[0] * chunk, r[1] * chunk}
 	}
+	bits := make([]atomic.Uint64, (a.geo.Rows()+63)/64)
+	a.csum.arbitrated.Store(&bits)
 	a.csum.unsealed.Store(&ranges)
 	if p := a.csum.devs.Load(); p != nil {
 		for _, d := range *p {
@@ -526,12 +532,75 @@ func (a *Array) resealRows(ctx context.Context, plan [][2]int64) {
 	a.log.Info("unclean shutdown while degraded: the checksums of the rows being written were resealed to the data on the members present", "rows", n)
 }
 
+// settleUnsealed runs, before a client request touches array bytes
+// [off, off+n), the crash resync's arbitration of blocks that fail their
+// checksums (preferMatchingCopies, preferParityData) on the member rows
+// those bytes are on that are unsealed and not arbitrated yet, under the
+// rows' stripe locks. A
+// read or a partial-block write there would otherwise reseal such a block
+// as it met it, as a torn write, before the resync could tell it from
+// rot: a rotten block the other copies or the parity still had right was
+// served to the client and made valid. What still mismatches after the
+// arbitration is a torn write, which the request reseals as before.
+func (a *Array) settleUnsealed(off, n int64) {
+	ranges := a.csum.unsealed.Load()
+	if ranges == nil || (!a.geo.Mirrored() && a.geo.Tolerance() == 0) {
+		return
+	}
+	lo, last := a.geo.RowRange(off, n)
+	hi := last + 1
+	for _, r := range *ranges {
+		rlo, rhi := max(lo, r[0]/a.geo.Chunk()), min(hi, r[1]/a.geo.Chunk())
+		for rlo < rhi && a.arbitrated(rlo) {
+			rlo++
+		}
+		if rlo >= rhi {
+			continue
+		}
+		unlock, err := a.lockRows(rlo, rhi, true)
+		if err != nil {
+			return // the request meets the same error
+		}
+		if v := a.view.Load(); !v.failed {
+			for row := rlo; row < rhi; row++ {
+				if !a.arbitrated(row) {
+					a.preferMatchingCopies(v, row, row+1)
+					a.preferParityData(v, row, row+1)
+					a.markArbitrated(row, row+1)
+				}
+			}
+		}
+		unlock()
+	}
+}
+
+// arbitrated reports whether member row row is not unsealed or its
+// checksum failures were arbitrated already.
+func (a *Array) arbitrated(row int64) bool {
+	bits := a.csum.arbitrated.Load()
+	return bits == nil || (*bits)[row/64].Load()&(1<<(row%64)) != 0
+}
+
+// markArbitrated records member rows [lo, hi) as arbitrated. Callers hold
+// the rows' stripe locks.
+func (a *Array) markArbitrated(lo, hi int64) {
+	if a.csum == nil {
+		return
+	}
+	if bits := a.csum.arbitrated.Load(); bits != nil {
+		for row := lo; row < hi; row++ {
+			(*bits)[row/64].Or(1 << (row % 64))
+		}
+	}
+}
+
 // sealed ends the resync's unsealed ranges.
 func (a *Array) sealed() {
 	if a.csum == nil {
 		return
 	}
 	a.csum.unsealed.Store(nil)
+	a.csum.arbitrated.Store(nil)
 	if p := a.csum.devs.Load(); p != nil {
 		for _, d := range *p {
 			d.SealAll()

@@ -91,6 +91,7 @@ func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved,
 	}
 	a.preferMatchingCopies(v, lo, hi)
 	a.preferParityData(v, lo, hi)
+	a.markArbitrated(lo, hi)
 	win.reset(lo, hi, nil)
 	if hi-lo > 1 {
 		roles := *learned & v.readable

@@ -97,3 +97,7 @@ func (a *Array) LogRecordsPending() int {
 	}
 	return n
 }
+
+// Unsealed reports whether rows a crash left dirty are still unsealed:
+// the resync, or a degraded array's reseal, has not finished (tests only).
+func (a *Array) Unsealed() bool { return a.csum != nil && a.csum.unsealed.Load() != nil }

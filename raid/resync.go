@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/raidd/raidd/raid/internal/integrity"
 )
 
 // resync makes rows consistent after an unclean shutdown, in the
@@ -89,11 +91,10 @@ func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved,
 	if v.failed {
 		return 0, 0, ErrFailed
 	}
-	a.preferMatchingCopies(v, lo, hi)
-	a.preferParityData(v, lo, hi)
-	a.markArbitrated(lo, hi)
 	win.reset(lo, hi, nil)
-	if hi-lo > 1 {
+	if a.csum != nil {
+		a.arbitrateWindow(win, v, lo, hi)
+	} else if hi-lo > 1 {
 		roles := *learned & v.readable
 		if roles == 0 {
 			roles = v.readable
@@ -111,6 +112,42 @@ func (a *Array) resyncWindow(win *window, learned *uint64, lo, hi int64) (moved,
 	}
 	*learned = win.read
 	return win.busiest(), done, nil
+}
+
+// arbitrateWindow, for a crash resync of member rows [lo, hi) (whose
+// stripe locks the caller holds) on an array with checksums, reads the
+// rows of every readable role from under its checksum wrapper into w,
+// one request per role, all in parallel (loadRaw); arbitrates there the
+// blocks that fail their checksums (preferMatchingCopies,
+// preferParityData), rewriting rot from a copy or the parity; and
+// reseals from w's bytes what still fails, a torn write (SealIn). The
+// window then serves the rows to the Layout's resync, except a role with
+// a block still failing its checksum (a block a rebuild marked lost),
+// whose reads go to the device and meet the mismatch there. Before, the
+// arbitration and the reseal each read every chunk of every row from the
+// devices on their own, one request at a time: on disks that charge per
+// operation a resync with checksums ran at 3% of one without
+// (bench/disks.sh CSUM=1).
+func (a *Array) arbitrateWindow(w *window, v *View, lo, hi int64) {
+	w.loadRaw(a, v, v.readable, lo, hi)
+	a.preferMatchingCopies(v, w, lo, hi)
+	a.preferParityData(v, w, lo, hi)
+	a.markArbitrated(lo, hi)
+	chunk := a.geo.Chunk()
+	for m := range v.devs {
+		d, ok := v.devs[m].(*integrity.Dev)
+		if !ok || w.raw&(1<<uint(m)) == 0 {
+			continue
+		}
+		_, lost, err := d.SealIn(w.buf[m][:(hi-lo)*chunk], lo*chunk)
+		if err != nil {
+			continue // sealRow reseals it from the device, row by row
+		}
+		w.sealed |= 1 << uint(m)
+		if lost == 0 {
+			w.dev[m] = v.devs[m]
+		}
+	}
 }
 
 // resyncOne resyncs one row on op, which holds the row's stripe locks.

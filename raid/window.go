@@ -3,6 +3,7 @@ package raid
 import (
 	"sync"
 
+	"github.com/raidd/raidd/raid/internal/integrity"
 	"github.com/raidd/raidd/stripe"
 )
 
@@ -67,6 +68,11 @@ type window struct {
 	// buffers or not): the next window reads those, so that a mirror
 	// rebuild reads one copy, not every copy.
 	read uint64
+	// raw is the set of roles whose buf holds the bytes of the device
+	// under the checksum wrapper (loadRaw), which the window serves only
+	// once a crash resync has arbitrated and sealed them (dev is nil until
+	// then); sealed, the roles whose rows that resync sealed from buf.
+	raw, sealed uint64
 	// targets are the devices whose whole-row writes are held back and
 	// written when the window ends (a rebuild's or replace's targets).
 	targets []windowTarget
@@ -103,7 +109,7 @@ func (w *window) reset(lo, hi int64, targets []windowTarget) {
 	w.lo, w.hi = lo, lo
 	clear(w.dev)
 	clear(w.moved[:])
-	w.read = 0
+	w.read, w.raw, w.sealed = 0, 0, 0
 	rows := int(hi - lo)
 	size := (hi - lo) * w.chunk
 	for i := range targets {
@@ -132,6 +138,19 @@ func (w *window) reset(lo, hi int64, targets []windowTarget) {
 // the Layout's own reads of it then go to the device and meet the error
 // there, where it is handled (repaired or failed) as in any request.
 func (w *window) load(a *Array, v *View, roles uint64, lo, hi int64) {
+	w.loadFrom(a, v, roles, lo, hi, false)
+}
+
+// loadRaw is load from the devices under the roles' checksum wrappers:
+// their blocks are not checked (nor, in the rows a crash left unsealed,
+// resealed) on the way. The window holds them in buf for a crash resync,
+// which checks them itself (arbitrateWindow), and serves them to the
+// Layout only once it has (w.dev is set then).
+func (w *window) loadRaw(a *Array, v *View, roles uint64, lo, hi int64) {
+	w.loadFrom(a, v, roles, lo, hi, true)
+}
+
+func (w *window) loadFrom(a *Array, v *View, roles uint64, lo, hi int64, raw bool) {
 	w.lo, w.hi = lo, hi
 	if lo >= hi || roles == 0 {
 		return
@@ -146,7 +165,11 @@ func (w *window) load(a *Array, v *View, roles uint64, lo, hi int64) {
 			w.buf[m] = make([]byte, size)
 		}
 		w.buf[m] = w.buf[m][:size]
-		reqs = append(reqs, ioReq{kind: ioRead, m: m, dev: v.devs[m], p: w.buf[m], off: v.dataOff + lo*w.chunk, n: size})
+		dev := v.devs[m]
+		if raw {
+			dev = rawDev(dev)
+		}
+		reqs = append(reqs, ioReq{kind: ioRead, m: m, dev: dev, p: w.buf[m], off: v.dataOff + lo*w.chunk, n: size})
 	}
 	var wg sync.WaitGroup
 	for i := range reqs[:max(len(reqs)-1, 0)] {
@@ -160,11 +183,32 @@ func (w *window) load(a *Array, v *View, roles uint64, lo, hi int64) {
 	wg.Wait()
 	for i := range reqs {
 		r := &reqs[i]
-		if r.err == nil {
+		switch {
+		case r.err != nil:
+		case raw:
+			w.raw |= 1 << uint(r.m)
+			w.moved[r.m] += r.n
+		default:
 			w.dev[r.m] = r.dev
 			w.moved[r.m] += r.n
 		}
 	}
+}
+
+// sealedDev reports whether d, a checksum wrapper in v, is a role's
+// member whose rows arbitrateWindow sealed from the window's bytes.
+func (w *window) sealedDev(v *View, d *integrity.Dev) bool {
+	m := roleIn(v, d)
+	return m >= 0 && w.sealed&(1<<uint(m)) != 0
+}
+
+// rawChunk returns role m's chunk of member row row as loadRaw read it,
+// or nil when the window does not hold it.
+func (w *window) rawChunk(m int, row int64) []byte {
+	if w == nil || w.raw&(1<<uint(m)) == 0 || row < w.lo || row >= w.hi {
+		return nil
+	}
+	return w.buf[m][(row-w.lo)*w.chunk:][:w.chunk]
 }
 
 // readFrom serves a read of len(p) bytes at data-region offset off of role

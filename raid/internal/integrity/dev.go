@@ -1251,34 +1251,18 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 	end := min(rel+n, d.dataEnd-d.dataOff)
 	rel &^= BlockSize - 1
 	sealed := 0
-	const step = 64 * BlockSize
-	buf := make([]byte, step)
-	var ents [step / BlockSize]uint32
-	for o := rel; o < end; o += step {
-		k := min(step, end-o)
+	buf := make([]byte, sealStep)
+	for o := rel; o < end; o += sealStep {
+		k := min(sealStep, end-o)
 		b0, nb := o/BlockSize, (k+BlockSize-1)/BlockSize
 		mask := d.lockRange(b0, b0+nb-1)
-		err := func() error {
-			if _, err := d.inner.ReadAt(buf[:k], d.dataOff+o); err != nil {
-				return err
-			}
-			es := ents[:nb]
-			if err := d.entries(b0, es); err != nil {
-				return err
-			}
-			for j := int64(0); j < nb; j++ {
-				blk := buf[j*BlockSize : min(k, (j+1)*BlockSize)]
-				if reseals(blk, es[j]) {
-					if err := d.store(b0+j, []uint32{Sum(blk)}); err != nil {
-						return err
-					}
-					sealed++
-					d.resealed.Add(1)
-				}
-			}
-			return nil
-		}()
+		var s int
+		_, err := d.inner.ReadAt(buf[:k], d.dataOff+o)
+		if err == nil {
+			s, _, err = d.sealLocked(buf[:k], b0)
+		}
 		d.unlock(mask)
+		sealed += s
 		if err != nil {
 			return sealed, err
 		}
@@ -1286,27 +1270,100 @@ func (d *Dev) Seal(rel, n int64) (int, error) {
 	return sealed, nil
 }
 
-// Verify reports whether p, the data-region bytes from rel (block-aligned;
-// p holds whole blocks, or ends at the end of the data region), match
-// their stored checksums, without reading the device: a scrub that read
-// the copies of a chunk asks which one the checksums vouch for.
-func (d *Dev) Verify(p []byte, rel int64) (bool, error) {
-	if rel%BlockSize != 0 || rel < 0 || rel+int64(len(p)) > d.dataEnd-d.dataOff {
-		return false, fmt.Errorf("%w: Verify of [%d, +%d) is not block-aligned inside the data region", ErrConfig, rel, len(p))
+// sealStep is the bytes Seal and SealIn handle under one lock.
+const sealStep = 64 * BlockSize
+
+// SealIn is Seal over p, data-region bytes from rel (block-aligned, whole
+// blocks) that the caller read from the wrapped device (Inner) and that no
+// write can change meanwhile (a resync holds the rows' stripe locks): it
+// recomputes the checksum of every block of p that does not match its
+// entry, except blocks Poison marked lost, without reading the device
+// again. It returns how many blocks it resealed and how many still fail
+// their checksums (the lost ones).
+func (d *Dev) SealIn(p []byte, rel int64) (sealed, lost int, err error) {
+	if err := d.checkIn(p, rel); err != nil {
+		return 0, 0, err
+	}
+	for o := int64(0); o < int64(len(p)); o += sealStep {
+		k := min(sealStep, int64(len(p))-o)
+		b0, nb := (rel+o)/BlockSize, (k+BlockSize-1)/BlockSize
+		mask := d.lockRange(b0, b0+nb-1)
+		s, l, err := d.sealLocked(p[o:o+k], b0)
+		d.unlock(mask)
+		sealed, lost = sealed+s, lost+l
+		if err != nil {
+			return sealed, lost, err
+		}
+	}
+	return sealed, lost, nil
+}
+
+// sealLocked reseals the blocks of buf (at most sealStep bytes, from block
+// b0) that reseals says must get a new checksum, and counts those that
+// still fail theirs. Callers hold the blocks' granule locks.
+func (d *Dev) sealLocked(buf []byte, b0 int64) (sealed, lost int, err error) {
+	var ents [sealStep / BlockSize]uint32
+	nb := (int64(len(buf)) + BlockSize - 1) / BlockSize
+	es := ents[:nb]
+	if err := d.entries(b0, es); err != nil {
+		return 0, 0, err
+	}
+	for j := int64(0); j < nb; j++ {
+		blk := buf[j*BlockSize : min(int64(len(buf)), (j+1)*BlockSize)]
+		switch {
+		case reseals(blk, es[j]):
+			if err := d.store(b0+j, []uint32{Sum(blk)}); err != nil {
+				return sealed, lost, err
+			}
+			sealed++
+			d.resealed.Add(1)
+		case !Matches(blk, es[j]):
+			lost++
+		}
+	}
+	return sealed, lost, nil
+}
+
+// LostIn is ReadLost over p, data-region bytes from rel (block-aligned,
+// whole blocks) that the caller read from the wrapped device: it returns
+// the data-region offsets of the blocks of p that fail their checksums,
+// without reading the device again.
+func (d *Dev) LostIn(p []byte, rel int64) ([]int64, error) {
+	if err := d.checkIn(p, rel); err != nil {
+		return nil, err
 	}
 	n := (int64(len(p)) + BlockSize - 1) / BlockSize
 	var small [smallEntries]uint32
 	es, ep := d.scratch(small[:], n)
 	defer d.putEntries(ep)
 	if err := d.entries(rel/BlockSize, es); err != nil {
-		return false, err
+		return nil, err
 	}
+	var bad []int64
 	for k := int64(0); k < n; k++ {
 		if !Matches(p[k*BlockSize:min(int64(len(p)), (k+1)*BlockSize)], es[k]) {
-			return false, nil
+			bad = append(bad, rel+k*BlockSize)
 		}
 	}
-	return true, nil
+	return bad, nil
+}
+
+// checkIn validates the bytes a caller hands to Verify, LostIn or SealIn:
+// data-region bytes from rel, block-aligned, inside the data region.
+func (d *Dev) checkIn(p []byte, rel int64) error {
+	if rel%BlockSize != 0 || rel < 0 || rel+int64(len(p)) > d.dataEnd-d.dataOff {
+		return fmt.Errorf("%w: [%d, +%d) is not block-aligned inside the data region", ErrConfig, rel, len(p))
+	}
+	return nil
+}
+
+// Verify reports whether p, the data-region bytes from rel (block-aligned;
+// p holds whole blocks, or ends at the end of the data region), match
+// their stored checksums, without reading the device: a scrub that read
+// the copies of a chunk asks which one the checksums vouch for.
+func (d *Dev) Verify(p []byte, rel int64) (bool, error) {
+	bad, err := d.LostIn(p, rel)
+	return err == nil && len(bad) == 0, err
 }
 
 // Close closes the wrapped device. Checksum pages still dirty are

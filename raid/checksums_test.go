@@ -760,12 +760,7 @@ func TestCrashRequestBeforeResyncPrefersGoodData(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				r := newRig(lv.n, dataOffsetOf(lv.level, lv.n, chunk)+64<<10+chunk*rows)
 				o := raid.Options{CleanDelay: -1}
-				a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true, BitmapRegion: 4 * chunk}, o)
-				require.NoError(t, err)
-				want := fill(t, a, 12)
-				require.NoError(t, a.Sync())
-				sb, err := superblock.Read(r.mem[0])
-				require.NoError(t, err)
+				a, want, dataOff := filledChecksummed(t, r, raid.CreateOptions{Level: lv.level, Chunk: chunk, BitmapRegion: 4 * chunk}, o, 12)
 				// A block of the last member row rots: on a mirror, on the
 				// copy a read (and the resync) takes; on a parity level, in
 				// data chunk 1.
@@ -781,7 +776,7 @@ func TestCrashRequestBeforeResyncPrefersGoodData(t *testing.T) {
 					m, memOff = g.DataMember(row, 1), row*chunk+2*4096
 					arrOff = (row*int64(g.DataMembers())+1)*chunk + 2*4096
 				}
-				at := &r.mem[m].Bytes()[int64(sb.DataOffset)+memOff+33]
+				at := &r.mem[m].Bytes()[dataOff+memOff+33]
 				good := *at
 				*at ^= 0x3c
 				a.Abandon() // a crash: every region stays dirty
@@ -855,13 +850,8 @@ func TestCrashResyncChecksumsReadsInWindows(t *testing.T) {
 				}))}
 			}
 			o := raid.Options{CleanDelay: -1}
-			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "w", Level: lv.level, Chunk: chunk, Checksums: true}, o)
-			require.NoError(t, err)
-			want := fill(t, a, 21)
-			require.NoError(t, a.Sync())
-			sb, err := superblock.Read(r.mem[0])
-			require.NoError(t, err)
-			dataOff = int64(sb.DataOffset)
+			a, want, off := filledChecksummed(t, r, raid.CreateOptions{Level: lv.level, Chunk: chunk}, o, 21)
+			dataOff = off
 			a.Abandon() // a crash: every row is dirty
 			counting.Store(true)
 			devs := r.devs
@@ -888,6 +878,22 @@ func TestCrashResyncChecksumsReadsInWindows(t *testing.T) {
 	}
 }
 
+// filledChecksummed creates an array with checksums on r's members (c
+// names the level, chunk and bitmap), fills it with random bytes from
+// seed, and syncs it. It returns the array, its bytes, and the members'
+// data offset.
+func filledChecksummed(t *testing.T, r *rig, c raid.CreateOptions, o raid.Options, seed int64) (*raid.Array, []byte, int64) {
+	t.Helper()
+	c.Name, c.Checksums = "cs", true
+	a, err := raid.Create(r.devs, c, o)
+	require.NoError(t, err)
+	want := fill(t, a, seed)
+	require.NoError(t, a.Sync())
+	sb, err := superblock.Read(r.mem[0])
+	require.NoError(t, err)
+	return a, want, int64(sb.DataOffset)
+}
+
 // crashResyncRot fills an array of shape lv with checksums, syncs it, rots
 // a byte of the block that where names (member, data-region offset), and
 // crashes; the resync after the restart must rewrite the block with its
@@ -896,14 +902,9 @@ func crashResyncRot(t *testing.T, lv levelShape, where func(g stripe.Geometry, c
 	const chunk = 16 << 10
 	r := newRig(lv.n, dataOffsetOf(lv.level, lv.n, chunk)+64<<10+chunk*16)
 	o := raid.Options{CleanDelay: -1}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "cr", Level: lv.level, Chunk: chunk, Checksums: true}, o)
-	require.NoError(t, err)
-	want := fill(t, a, 11)
-	require.NoError(t, a.Sync())
-	sb, err := superblock.Read(r.mem[0])
-	require.NoError(t, err)
+	a, want, dataOff := filledChecksummed(t, r, raid.CreateOptions{Level: lv.level, Chunk: chunk}, o, 11)
 	m, off := where(a.Geometry(), chunk)
-	at := &r.mem[m].Bytes()[int64(sb.DataOffset)+off+33]
+	at := &r.mem[m].Bytes()[dataOff+off+33]
 	good := *at
 	*at ^= 0x3c
 	a.Abandon() // a crash: the rows stay dirty

@@ -275,6 +275,11 @@ func (a *Array) Release(path string) error {
 		if j := a.job; j != nil && j.hasTarget(s) {
 			return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, path, j.kind)
 		}
+		if err := a.failedReAddErrLocked(path); err != nil {
+			// The re-add would be refused: keep the device, so that
+			// status still shows the failed member's path.
+			return err
+		}
 		delete(a.slots, s.uuid)
 		_ = s.dev.Close()
 		a.publishLocked()
@@ -327,6 +332,28 @@ func (a *Array) AddMember(dev Device, force bool) error {
 	return nil
 }
 
+// failedReAddErrLocked returns why a former member at path cannot be
+// re-added while the array is FAILED with regions written since a member
+// left (nil when it is not): the resync of those regions would have to
+// read the members that are missing, so it could only stop at its first
+// row and leave the member rebuilding, untrusted, although it may be the
+// one that failed last and holds every acknowledged write, which a forced
+// assembly would then no longer trust. With nothing dirty there is
+// nothing to resync, and the re-add completes at once. Callers hold
+// cfgMu.
+func (a *Array) failedReAddErrLocked(path string) error {
+	v := a.view.Load()
+	if !v.failed || a.bitmap == nil {
+		return nil
+	}
+	n := len(a.bitmap.dirtyRegions())
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble MEMBER...' lists what a forced start would trust; 'raidd assemble --force MEMBER...' then records it, before 'raidd serve'; or 'raidd serve --force-assemble')",
+		ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), path, n, path)
+}
+
 // reAddLocked re-adds dev in its former role if its superblock and the bitmap
 // allow it. It reports whether it did; when it did not and dev is a former
 // member of the array, why says what prevented it. Callers hold commitMu
@@ -350,17 +377,8 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 		return false, "", fmt.Errorf("%w: a %s of role %d is running; add %s again when it has finished ('raidd status --watch'): the write-intent bitmap keeps what it missed", ErrBusy, a.job.kind, a.job.role, dev.Path)
 	}
 	role := old.Role
-	// On a FAILED array the resync of the dirty regions would have to read
-	// the members that are missing, so it could only stop at its first row
-	// and leave dev rebuilding: untrusted, although it may be the member
-	// that failed last and holds every acknowledged write, which a forced
-	// assembly would then no longer trust. With nothing dirty there is
-	// nothing to resync, and the re-add completes at once.
-	if v := a.view.Load(); v.failed {
-		if n := len(a.bitmap.dirtyRegions()); n > 0 {
-			return false, "", fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble MEMBER...' lists what a forced start would trust; 'raidd assemble --force MEMBER...' then records it, before 'raidd serve'; or 'raidd serve --force-assemble')",
-				ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), dev.Path, n, dev.Path)
-		}
+	if err := a.failedReAddErrLocked(dev.Path); err != nil {
+		return false, "", err
 	}
 	found := false
 	for i := range a.meta.Members {

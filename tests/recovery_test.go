@@ -132,6 +132,16 @@ func TestRecoverForceAssembleRAID5(t *testing.T) {
 	assert.Contains(t, errOut, "FAILED")
 	mustRaidd(t, "fail", "--force", "--control", srv.ctrl, arr.name, arr.members[2])
 	require.Equal(t, "failed", srv.status(t, arr.name).State)
+	// A re-add online is refused (its resync would need the missing
+	// members), and the refusal leaves the member as it was: status still
+	// shows its device. The device used to be closed before the refusal,
+	// and the failed role showed no path.
+	out, errOut, code = raidd(t, "add", "--control", srv.ctrl, arr.name, arr.members[2])
+	require.NotEqual(t, 0, code, "re-adding to a FAILED array: %s", out)
+	assert.Contains(t, errOut, "cannot be re-added online")
+	if d, ok := srv.fullStatus(t, arr.name).device(arr.members[2]); assert.True(t, ok, "status still shows the refused member's device") {
+		assert.Equal(t, "failed", d.State)
+	}
 	srv.stopOK(t)
 
 	refused := startServe(t, arr.members...)

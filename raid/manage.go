@@ -270,7 +270,7 @@ func (a *Array) Release(path string) error {
 			continue
 		}
 		if mi.State != superblock.MemberFailed && mi.State != superblock.MemberRemoved {
-			return fmt.Errorf("%w: %s is already %s in %q (role %d)", ErrBusy, path, mi.State, a.meta.Name, mi.Role)
+			return fmt.Errorf("%w: %s is already %s in %q (role %d); to re-add or rebuild it, fail it first ('raidd fail %s %s')", ErrBusy, path, mi.State, a.meta.Name, mi.Role, a.meta.Name, path)
 		}
 		if j := a.job; j != nil && j.hasTarget(s) {
 			return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, path, j.kind)

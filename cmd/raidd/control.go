@@ -403,7 +403,7 @@ func (d *daemon) release(s *servedArray, path string) error {
 		case errors.Is(err, raid.ErrNoMember):
 			continue
 		case x == s:
-			return fmt.Errorf("%w; to re-add or rebuild it, fail it first ('raidd fail %s %s')", err, s.cfg.Name, path)
+			return err
 		default:
 			return fmt.Errorf("%w: %s belongs to array %q of this raidd: %v", raid.ErrBusy, path, x.cfg.Name, err)
 		}

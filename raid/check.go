@@ -44,14 +44,23 @@ type CheckResult struct {
 	// Findings lists the first mismatches (at most 64), with the member,
 	// offset and how the wrong chunk was chosen.
 	Findings []Mismatch `json:"findings,omitempty"`
+	// ChecksumRepaired counts the blocks that failed their checksums and
+	// were rewritten from a copy or the parity while the check ran (arrays
+	// with checksums): by the check, which heals them as a read does, with
+	// or without a repair, and by any client read that met one meanwhile.
+	ChecksumRepaired int64 `json:"checksum_repaired,omitempty"`
 }
 
 // String says what the check found, for operators: "all 512 rows verified
 // consistent", or the counts of inconsistent and unverifiable rows with the
 // reason the latter could not be verified.
 func (r CheckResult) String() string {
+	var healed string
+	if r.ChecksumRepaired > 0 {
+		healed = fmt.Sprintf("; %d blocks that failed their checksums were rewritten from a copy or the parity (see the checksum-repaired events)", r.ChecksumRepaired)
+	}
 	if r.Consistent() {
-		return fmt.Sprintf("all %d rows verified consistent", r.Rows)
+		return fmt.Sprintf("all %d rows verified consistent", r.Rows) + healed
 	}
 	var parts []string
 	if r.Inconsistent > 0 {
@@ -72,7 +81,7 @@ func (r CheckResult) String() string {
 		parts = append(parts, fmt.Sprintf("%d rows could not be verified because blocks failed their checksums and no copy or parity could rebuild them (see the checksum-lost events)", r.ChecksumUnverifiable))
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d rows verified consistent", r.Verified, r.Rows))
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, "; ") + healed
 }
 
 // Consistent reports whether every row was verified and agrees. A degraded
@@ -91,12 +100,14 @@ func (r CheckResult) Consistent() bool {
 // fails a read during the check is failed as on any read. It also returns
 // ErrClosed (with the counts so far) if the array closes, and ErrFailed on
 // a failed array.
-func (a *Array) Check() (CheckResult, error) {
-	res := CheckResult{NoRedundancy: a.geo.Tolerance() == 0}
+func (a *Array) Check() (res CheckResult, err error) {
+	res.NoRedundancy = a.geo.Tolerance() == 0
 	if err := a.enter(); err != nil {
 		return res, err
 	}
 	defer a.leave()
+	healed := a.csumRepairedTotal()
+	defer func() { res.ChecksumRepaired = a.csumRepairedTotal() - healed }()
 	var bad []error
 	var other error
 	for row := int64(0); row < a.geo.Rows(); row++ {

@@ -717,6 +717,19 @@ func (a *Array) csumRepaired(m int, me *integrity.MismatchError) {
 	a.event(Event{Kind: EventChecksumRepaired, Role: m, Detail: fmt.Sprintf("member %d data offset %d: %d block(s) failed their checksum; rewritten from redundancy", m, me.Offset, me.Blocks)})
 }
 
+// csumRepairedTotal returns the blocks rewritten so far, on every role,
+// after they failed their checksums (0 without checksums).
+func (a *Array) csumRepairedTotal() int64 {
+	if a.csum == nil {
+		return 0
+	}
+	var n int64
+	for m := range a.csum.repaired {
+		n += a.csum.repaired[m].Load()
+	}
+	return n
+}
+
 // csumLost reports the blocks of a read that no copy could serve
 // correctly.
 func (a *Array) csumLost(op *Op) {

@@ -317,6 +317,7 @@ func TestScrubChecksumsTrustMatchingCopy(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Consistent(), "%s", res)
 	assert.Equal(t, int64(1), a.Status().Checksums.Repaired)
+	assert.Equal(t, int64(1), res.ChecksumRepaired, "the scrub's result counts what it healed")
 	rep := eventsOf(a, raid.EventChecksumRepaired)
 	require.Len(t, rep, 1)
 	assert.Equal(t, 0, rep[0].Role)
@@ -674,8 +675,14 @@ func TestCheckHealsChecksumFailures(t *testing.T) {
 			st := a.Status()
 			assert.Equal(t, int64(2), st.Checksums.Repaired)
 			assert.Zero(t, st.Checksums.Lost)
+			// The check says what it healed; it used to say only "all N
+			// rows verified consistent".
+			assert.Equal(t, int64(2), res.ChecksumRepaired)
+			assert.Contains(t, res.String(), "; 2 blocks that failed their checksums were rewritten")
 			res, err = a.Check()
 			require.NoError(t, err, "%s", res)
+			assert.Zero(t, res.ChecksumRepaired, "nothing left to heal")
+			assert.Equal(t, fmt.Sprintf("all %d rows verified consistent", res.Rows), res.String())
 			r.toggles[dm].On() // the parity is needed now
 			requireContent(t, a, want, "after the check, with a member failing")
 			r.toggles[dm].Off()

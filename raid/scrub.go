@@ -153,7 +153,8 @@ type scrubJob struct {
 	other    error
 	finished time.Time
 	err      error
-	repEv    int // scrub-repaired events sent
+	repEv    int   // scrub-repaired events sent
+	healed   int64 // the array's checksum repairs when the scrub started
 }
 
 // Scrub is a handle on a running or ended scrub.
@@ -211,7 +212,7 @@ func (a *Array) startScrub(repair bool, from int64) (*Scrub, error) {
 		return nil, ErrFailed
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
-	j := &scrubJob{repair: repair, first: from, start: a.clock.Now(), cancel: cancel, done: make(chan struct{})}
+	j := &scrubJob{repair: repair, first: from, start: a.clock.Now(), cancel: cancel, done: make(chan struct{}), healed: a.csumRepairedTotal()}
 	j.res.NoRedundancy = a.geo.Tolerance() == 0
 	j.row.Store(from)
 	j.thr.lastOps = a.clientOps.Load()
@@ -317,6 +318,7 @@ func (a *Array) runScrub(ctx context.Context, j *scrubJob) {
 	j.row.Store(row)
 	j.mu.Lock()
 	j.finished = a.clock.Now()
+	j.res.ChecksumRepaired = a.csumRepairedTotal() - j.healed
 	res := j.res
 	switch {
 	case row < rows && j.err == nil:

@@ -576,6 +576,9 @@ func (a *Array) resealRows(ctx context.Context, plan [][2]int64) {
 // served to the client and made valid. What still mismatches after the
 // arbitration is a torn write, which the request reseals as before.
 func (a *Array) settleUnsealed(off, n int64) {
+	if a.csum == nil {
+		return
+	}
 	ranges := a.csum.unsealed.Load()
 	if ranges == nil || (!a.geo.Mirrored() && a.geo.Tolerance() == 0) {
 		return
@@ -646,12 +649,11 @@ func (a *Array) resealWindow(w *window, lo, hi int64) error {
 	}
 	w.reset(lo, hi, nil)
 	w.loadRaw(a, v, v.readable, lo, hi)
+	w.sealRaw(v)
 	chunk := a.geo.Chunk()
 	for _, d := range csumDevs(v) {
-		if m := roleIn(v, d); m >= 0 && w.raw&(1<<uint(m)) != 0 {
-			if _, _, err := d.SealIn(w.buf[m][:(hi-lo)*chunk], lo*chunk); err == nil {
-				continue
-			}
+		if w.sealedDev(v, d) {
+			continue
 		}
 		if _, err := d.Seal(lo*chunk, (hi-lo)*chunk); err != nil {
 			a.log.Warn("reseal: cannot reseal the checksums of a window of rows", "rows", fmt.Sprintf("[%d, %d)", lo, hi), "err", err)

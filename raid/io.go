@@ -33,9 +33,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if a.csum != nil {
-		a.settleUnsealed(off, int64(len(p)))
-	}
+	a.settleUnsealed(off, int64(len(p)))
 	if a.csum != nil && (off%csumBlock != 0 || len(p)%csumBlock != 0) {
 		return a.readBlocks(p, off)
 	}
@@ -184,9 +182,7 @@ func (a *Array) write(p []byte, off, n int64, kind writeKind, fua bool) error {
 	if n == 0 {
 		return nil
 	}
-	if a.csum != nil {
-		a.settleUnsealed(off, n)
-	}
+	a.settleUnsealed(off, n)
 	if err := a.beginWrite(); err != nil {
 		return err
 	}

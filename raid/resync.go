@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/raidd/raidd/raid/internal/integrity"
 )
 
 // resync makes rows consistent after an unclean shutdown, in the
@@ -133,18 +131,9 @@ func (a *Array) arbitrateWindow(w *window, v *View, lo, hi int64) {
 	a.preferMatchingCopies(v, w, lo, hi)
 	a.preferParityData(v, w, lo, hi)
 	a.markArbitrated(lo, hi)
-	chunk := a.geo.Chunk()
+	clean := w.sealRaw(v) // the roles sealRow skips; the others it reseals from the device
 	for m := range v.devs {
-		d, ok := v.devs[m].(*integrity.Dev)
-		if !ok || w.raw&(1<<uint(m)) == 0 {
-			continue
-		}
-		_, lost, err := d.SealIn(w.buf[m][:(hi-lo)*chunk], lo*chunk)
-		if err != nil {
-			continue // sealRow reseals it from the device, row by row
-		}
-		w.sealed |= 1 << uint(m)
-		if lost == 0 {
+		if clean&(1<<uint(m)) != 0 {
 			w.dev[m] = v.devs[m]
 		}
 	}

@@ -195,8 +195,30 @@ func (w *window) loadFrom(a *Array, v *View, roles uint64, lo, hi int64, raw boo
 	}
 }
 
+// sealRaw reseals, on each role whose rows loadRaw read, the checksums of
+// the blocks that fail them from the window's bytes (integrity.SealIn),
+// and records the roles it sealed in w.sealed. It returns the roles left
+// with no block failing its checksum (none marked lost).
+func (w *window) sealRaw(v *View) (clean uint64) {
+	for m := range v.devs {
+		d, ok := v.devs[m].(*integrity.Dev)
+		if !ok || w.raw&(1<<uint(m)) == 0 {
+			continue
+		}
+		_, lost, err := d.SealIn(w.buf[m][:(w.hi-w.lo)*w.chunk], w.lo*w.chunk)
+		if err != nil {
+			continue // resealed from the device instead
+		}
+		w.sealed |= 1 << uint(m)
+		if lost == 0 {
+			clean |= 1 << uint(m)
+		}
+	}
+	return clean
+}
+
 // sealedDev reports whether d, a checksum wrapper in v, is a role's
-// member whose rows arbitrateWindow sealed from the window's bytes.
+// member whose rows sealRaw sealed from the window's bytes.
 func (w *window) sealedDev(v *View, d *integrity.Dev) bool {
 	m := roleIn(v, d)
 	return m >= 0 && w.sealed&(1<<uint(m)) != 0

@@ -429,7 +429,7 @@ func (c *conn) execute(r *request) {
 			}
 		}
 	case cmdWriteZeroes:
-		if h.flags&cmdFlagFastZero != 0 && !fastZeroNow(e, h.flags&cmdFlagNoHole != 0) {
+		if h.flags&cmdFlagFastZero != 0 && !fastZeroNow(e, h) {
 			c.replyError(h, errnoNotSup, reasonNoFastZero)
 			return
 		}
@@ -448,14 +448,18 @@ func (c *conn) execute(r *request) {
 	c.replyOK(h)
 }
 
-// fastZeroNow reports whether a FAST_ZERO request can be honoured now.
+// fastZeroNow reports whether FAST_ZERO request h can be honoured now.
 // With NO_HOLE the space must stay allocated, which is fast only for a
-// device that says so (FastNoHoleZeroer); others would write zeroes.
-func fastZeroNow(e *export, noHole bool) bool {
+// device that says so (FastNoHoleZeroer); others would write zeroes. A
+// device may also refuse the request's range (FastZeroerAt).
+func fastZeroNow(e *export, h *requestHeader) bool {
 	if e.fastZeroer == nil || !e.fastZeroer.CanFastZero() {
 		return false
 	}
-	if !noHole {
+	if e.fastZeroAt != nil && !e.fastZeroAt.FastZeroAt(int64(h.offset), int64(h.length)) {
+		return false
+	}
+	if h.flags&cmdFlagNoHole == 0 {
 		return true
 	}
 	f, ok := e.Device.(FastNoHoleZeroer)

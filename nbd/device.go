@@ -70,6 +70,16 @@ type FastZeroer interface {
 	CanFastZero() bool
 }
 
+// FastZeroerAt refines FastZeroer per request: a FAST_ZERO request for
+// [off, off+n) that CanFastZero allows is still failed with ENOTSUP, before
+// the device is touched, unless FastZeroAt(off, n) is true. A device whose
+// zeroing is fast only for some ranges says so here (raidd's parity
+// arrays: a range inside one stripe is zeroed by a read-modify-write, the
+// work of a WRITE, so only ranges that cover a whole stripe are fast).
+type FastZeroerAt interface {
+	FastZeroAt(off, n int64) bool
+}
+
 // FastNoHoleZeroer says whether zeroing that keeps the space allocated
 // (NBD_CMD_FLAG_NO_HOLE) is also faster than writing zeroes. Without it, a
 // request with both FAST_ZERO and NO_HOLE fails at once with ENOTSUP.
@@ -216,6 +226,7 @@ type caps struct {
 	discarder  Discarder
 	zeroer     Zeroer
 	fastZeroer FastZeroer
+	fastZeroAt FastZeroerAt
 	cacher     Cacher
 	multiConn  MultiConner
 	statuser   BlockStatuser
@@ -236,6 +247,7 @@ func discoverCaps(d Device) caps {
 	c.zeroer, _ = d.(Zeroer)
 	if c.zeroer != nil {
 		c.fastZeroer, _ = d.(FastZeroer)
+		c.fastZeroAt, _ = d.(FastZeroerAt)
 	}
 	c.cacher, _ = d.(Cacher)
 	c.multiConn, _ = d.(MultiConner)

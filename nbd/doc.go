@@ -289,7 +289,9 @@
 // WriteZeroes without FAST_ZERO it makes the server write zero buffers with
 // WriteAt instead; with FAST_ZERO it is passed on (and the server itself
 // answers ENOTSUP at once, without calling the device, when CanFastZero is
-// false, or when NO_HOLE is set too and the device does not say, through
+// false, when the device says through FastZeroerAt that zeroing this
+// range is not fast (raidd's parity arrays: a range that covers no whole
+// stripe), or when NO_HOLE is set too and the device does not say, through
 // FastNoHoleZeroer, that keeping the space allocated is also fast);
 // anywhere else it becomes EINVAL.
 //

@@ -33,6 +33,10 @@ type memDev struct {
 	// zeroNotSup makes WriteZeroes fail with ENOTSUP (to exercise the
 	// fallback).
 	zeroNotSup bool
+	// fastZeroAlign, if set, makes FastZeroAt true only for ranges that
+	// cover a whole aligned block of that many bytes (as a parity array's
+	// stripes).
+	fastZeroAlign int64
 }
 
 func newMemDev(size int) *memDev { return &memDev{data: make([]byte, size)} }
@@ -90,7 +94,11 @@ func (m *memDev) WriteZeroes(off, n int64, noHole bool) error {
 	return nil
 }
 
-func (m *memDev) CanFastZero() bool  { return m.fastZero.Load() }
+func (m *memDev) CanFastZero() bool { return m.fastZero.Load() }
+func (m *memDev) FastZeroAt(off, n int64) bool {
+	a := m.fastZeroAlign
+	return a == 0 || (off+a-1)/a*a+a <= off+n
+}
 func (m *memDev) CanMultiConn() bool { return m.multiConn }
 func (m *memDev) Cache(off, n int64) error {
 	m.caches.Add(1)

@@ -263,6 +263,26 @@ func TestFastZero(t *testing.T) {
 		require.Zero(t, cl.do(cmdWriteZeroes, cmdFlagNoHole, 0, 4096, nil).errno, "without FAST_ZERO it succeeds")
 		assert.Equal(t, make([]byte, 4096), cl.read(0, 4096))
 	})
+	t.Run("range-not-fast", func(t *testing.T) {
+		// A device whose zeroing is fast only for whole 4 KiB blocks
+		// (FastZeroerAt): FAST_ZERO elsewhere gets ENOTSUP untouched.
+		dev := filledDev(16384, 0x55)
+		dev.fastZero.Store(true)
+		dev.fastZeroAlign = 4096
+		ts := startServer(t, oneExport(dev))
+		cl := connect(t, ts, "disk", false)
+		for _, r := range []struct{ off, n uint32 }{{0, 4095}, {1, 4096}, {512, 7000}, {4097, 8190}} {
+			rep := cl.do(cmdWriteZeroes, cmdFlagFastZero, uint64(r.off), r.n, nil)
+			assert.Equal(t, errnoName(errnoNotSup), errnoName(rep.errno), "FAST_ZERO of %d at %d", r.n, r.off)
+		}
+		assert.Zero(t, dev.zeroes.Load(), "a refused fast zero must not reach the device")
+		assert.Equal(t, bytes.Repeat([]byte{0x55}, 16384), cl.read(0, 16384), "data changed by a refused fast zero")
+		require.Zero(t, cl.do(cmdWriteZeroes, 0, 512, 7000, nil).errno, "without FAST_ZERO the same range succeeds")
+		require.Zero(t, cl.do(cmdWriteZeroes, cmdFlagFastZero, 4000, 4196, nil).errno, "a range covering a whole block is fast")
+		want := bytes.Repeat([]byte{0x55}, 16384)
+		clear(want[512:8196])
+		assert.Equal(t, want, cl.read(0, 16384))
+	})
 	t.Run("device-refuses-fast", func(t *testing.T) {
 		dev := newMemDev(8192)
 		dev.fastZero.Store(true)

@@ -382,6 +382,25 @@ func (a *Array) CanFastZero() bool {
 	return true
 }
 
+// FastZeroAt reports whether zeroing [off, off+n) (without NO_HOLE) is
+// faster than writing it, once CanFastZero holds: always on levels without
+// parity, where every piece is a hole punched on its members. On parity
+// levels only whole stripes are discarded; a piece of a stripe is written
+// as zeroes with its parity, a read-modify-write or reconstruct-write like
+// a WRITE's, plus the zeroing's own work. So a range is fast only when it
+// covers at least one whole stripe, whose punched holes then save more
+// than the partial ends cost; the NBD server fails a FAST_ZERO request
+// for any other range with ENOTSUP, as the protocol asks of a zero that
+// would not beat a WRITE.
+func (a *Array) FastZeroAt(off, n int64) bool {
+	if a.geo.ParityMember(0) < 0 {
+		return true
+	}
+	w := a.geo.StripeWidth()
+	first := (off + w - 1) / w * w
+	return n > 0 && first+w <= off+n
+}
+
 // CanMultiConn is true: Sync flushes every member, so a FLUSH on any
 // connection makes every acknowledged write durable.
 func (a *Array) CanMultiConn() bool { return true }

@@ -305,6 +305,33 @@ func TestBlockSizes(t *testing.T) {
 	}
 }
 
+// TestFastZeroAt: FAST_ZERO is fast on every range of a level without
+// parity, and on a parity level only for ranges that cover a whole stripe
+// (a piece of one is a read-modify-write, the work of a WRITE).
+func TestFastZeroAt(t *testing.T) {
+	for _, tc := range []struct {
+		level stripe.Level
+		n     int
+	}{{stripe.RAID5, 4}, {stripe.RAID6, 5}, {stripe.RAID0, 3}, {stripe.RAID10, 4}, {stripe.RAID1, 2}} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			const chunk = 4 << 10
+			r := newRig(tc.n, memberSizeFor(chunk, 8))
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "fz", Level: tc.level, Chunk: chunk}, raid.Options{})
+			w := a.Geometry().StripeWidth()
+			parity := tc.level == stripe.RAID5 || tc.level == stripe.RAID6
+			for _, c := range []struct {
+				off, n int64
+				whole  bool // covers a whole stripe
+			}{
+				{0, w, true}, {w, w, true}, {0, w - 1, false}, {1, w, false}, {512, 4096, false},
+				{w - 1, w + 1, true}, {w - 1, w, false}, {w / 2, 2 * w, true}, {3 * w, 2 * w, true},
+			} {
+				assert.Equal(t, !parity || c.whole, a.FastZeroAt(c.off, c.n), "FastZeroAt(%d, %d), stripe %d", c.off, c.n, w)
+			}
+		})
+	}
+}
+
 // TestStripeCacheBlockStatus: bytes held in the stripe cache are data in
 // BlockStatus, though the members still hold holes there; a copy tool that
 // skips holes (nbdcopy) would otherwise drop acknowledged writes.

@@ -202,6 +202,20 @@ func TestBadRequests(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			return true
 		}},
+		{"fast-zero-inside-a-stripe", func(t *testing.T, rc *rawConn) bool {
+			// A RAID5 zero inside one stripe is a read-modify-write, no
+			// faster than a WRITE: the protocol asks for ENOTSUP, with
+			// the data untouched (verify checks the reference range).
+			require.NotZero(t, rc.tflags&nbdFlagSendFastZero, "members on a filesystem that punches holes: FAST_ZERO is advertised")
+			assertErrno(t, rc.do(t, nbdCmdWriteZeroes, nbdCmdFlagFastZero, refOff+512, 4096, nil), "FAST_ZERO of 4 KiB inside a stripe", nbdENOTSUP)
+			assertErrno(t, rc.do(t, nbdCmdWriteZeroes, nbdCmdFlagFastZero, refOff, refLen, nil), "FAST_ZERO of a range with no whole stripe", nbdENOTSUP)
+			// One covering a whole 192 KiB stripe is fast, partial ends
+			// included (below the reference range).
+			r := rc.do(t, nbdCmdWriteZeroes, nbdCmdFlagFastZero, 4096, 400<<10, nil)
+			assertErrno(t, r, "FAST_ZERO covering a whole stripe", 0)
+			assertSameBytes(t, make([]byte, 400<<10), rc.read(t, 4096, 400<<10), "zeroed by FAST_ZERO")
+			return true
+		}},
 		{"bad-request-magic", func(t *testing.T, rc *rawConn) bool {
 			// The stream cannot be resynchronised: the server must close it.
 			require.NoError(t, rc.writeAll(bytes.Repeat([]byte{0x42}, 28)))

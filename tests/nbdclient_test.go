@@ -41,6 +41,7 @@ const (
 	nbdFlagSendTrim     uint16 = 1 << 5
 	nbdFlagSendZeroes   uint16 = 1 << 6
 	nbdFlagCanMultiConn uint16 = 1 << 8
+	nbdFlagSendFastZero uint16 = 1 << 11
 
 	nbdOptExportName      uint32 = 1
 	nbdOptAbort           uint32 = 2
@@ -65,7 +66,8 @@ const (
 	nbdCmdTrim        uint16 = 4
 	nbdCmdWriteZeroes uint16 = 6
 
-	nbdCmdFlagFUA uint16 = 1 << 0
+	nbdCmdFlagFUA      uint16 = 1 << 0
+	nbdCmdFlagFastZero uint16 = 1 << 4
 
 	nbdReplyFlagDone       uint16 = 1 << 0
 	nbdReplyTypeNone       uint16 = 0
@@ -78,6 +80,7 @@ const (
 	nbdEINVAL    uint32 = 22
 	nbdENOSPC    uint32 = 28
 	nbdEOVERFLOW uint32 = 75
+	nbdENOTSUP   uint32 = 95
 )
 
 // ioTimeout bounds every socket operation of the raw client.
@@ -97,6 +100,8 @@ func nbdErrName(e uint32) string {
 		return "ENOSPC"
 	case nbdEOVERFLOW:
 		return "EOVERFLOW"
+	case nbdENOTSUP:
+		return "ENOTSUP"
 	}
 	return fmt.Sprintf("errno(%d)", e)
 }

@@ -45,6 +45,7 @@ type exportDevice interface {
 	nbd.Discarder
 	nbd.Zeroer
 	nbd.FastZeroer
+	nbd.FastZeroerAt
 	nbd.MultiConner
 	nbd.BlockSizer
 	nbd.BlockStatuser

@@ -115,7 +115,10 @@
 //     per-connection reserve of 128 KiB outside the budget, so small I/O
 //     from any client proceeds while large requests exhaust the budget.
 //     No request can exceed the budget: Options.Validate requires it to be
-//     at least MaxPayload, the largest READ or WRITE served.
+//     at least MaxPayload, the largest READ or WRITE served. The
+//     connection's bound defaults to half the budget (at least MaxPayload),
+//     so one client that stops reading its replies holds at most half of
+//     it until IOTimeout, and the other half serves the other clients.
 //   - No deadlock: only readers wait for bytes, and bytes are held only by
 //     requests that need no further bytes to finish (executing on the
 //     device or writing their reply). A reader waiting for bytes gives up

@@ -226,6 +226,53 @@ func TestIOTimeoutDropsClientThatDoesNotReadReplies(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
+func TestStalledClientLeavesBudgetForOthers(t *testing.T) {
+	// A client that sends large READs and never reads the replies holds
+	// their buffers until IOTimeout. With the default per-connection
+	// bound (half the server-wide budget) it cannot hold the whole budget,
+	// so another client's large READ is served at once instead of waiting
+	// for the stalled one to be dropped (it used to wait IOTimeout).
+	const blk = 1 << 20
+	dev := newMemDev(8 << 20)
+	for i := range dev.data {
+		dev.data[i] = byte(i / 4096)
+	}
+	opts := oneExport(dev)
+	opts.MaxPayload = blk
+	opts.MaxTotalInFlightBytes = 4 * blk
+	opts.IOTimeout = time.Minute
+	s, err := NewServer(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	pipeClient := func() *client {
+		a, b := net.Pipe() // no buffer: a reply write blocks until the client reads
+		go s.ServeConn(a)
+		cl := &client{t: t, c: b, br: bufioReader(b), pending: map[uint64]pendingReq{}}
+		_ = b.SetDeadline(time.Now().Add(time.Minute))
+		cl.hello(clientFlagFixedNewstyle | clientFlagNoZeroes)
+		require.Equal(t, repAck, cl.info(optGo, "disk").final)
+		return cl
+	}
+	stalled := pipeClient()
+	var reqs []byte
+	for i := range 6 {
+		_, b := stalled.request(cmdRead, 0, uint64(i)*blk, blk, nil)
+		reqs = append(reqs, b...)
+	}
+	go func() { _, _ = stalled.c.Write(reqs) }() // blocks once its reader stops reading
+	require.Eventually(t, func() bool { return s.Stats().InFlightBytes == 2*blk }, 10*time.Second, time.Millisecond,
+		"the stalled client holds its connection's bound, half the budget")
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int64(2*blk), s.Stats().InFlightBytes, "a connection held more than its bound")
+
+	other := pipeClient()
+	start := time.Now()
+	got := other.read(6*blk, blk)
+	assert.Less(t, time.Since(start), 10*time.Second, "the other client's READ waited for the stalled one")
+	assert.Equal(t, dev.snapshot(6*blk, blk), got)
+	assert.Zero(t, s.Stats().IOTimeouts)
+}
+
 func TestIdleTimeout(t *testing.T) {
 	dev := gatedDev(1 << 20)
 	opts := oneExport(dev)

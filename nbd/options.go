@@ -34,7 +34,11 @@ type Options struct {
 	// MaxInFlightBytes bounds, per connection, the READ and WRITE payload
 	// bytes held by requests that have been read but not yet answered. The
 	// request reader blocks while the bound would be exceeded. Default
-	// 64 MiB; it must be at least MaxPayload.
+	// half of MaxTotalInFlightBytes, and at least MaxPayload (32 MiB with
+	// the other defaults): one client that stops reading its replies then
+	// holds at most half of the server-wide budget until IOTimeout drops
+	// it, and the other half still serves any request of the others. It
+	// must be at least MaxPayload.
 	MaxInFlightBytes int64
 	// MaxTotalInFlightBytes bounds the same bytes across all connections:
 	// a connection's reader takes a request's length from this server-wide
@@ -156,7 +160,6 @@ func ParseTLSMode(s string) (TLSMode, error) {
 
 // Defaults.
 const (
-	DefaultMaxInFlightBytes      = 64 << 20
 	DefaultMaxTotalInFlightBytes = 64 << 20
 	DefaultMaxPayload            = 32 << 20
 	DefaultMaxConnections        = 128
@@ -170,14 +173,14 @@ const (
 
 // withDefaults returns o with zero fields replaced by their defaults.
 func (o Options) withDefaults() Options {
-	if o.MaxInFlightBytes == 0 {
-		o.MaxInFlightBytes = DefaultMaxInFlightBytes
-	}
 	if o.MaxTotalInFlightBytes == 0 {
 		o.MaxTotalInFlightBytes = DefaultMaxTotalInFlightBytes
 	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = max(o.MaxPayload, o.MaxTotalInFlightBytes/2)
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections

@@ -340,6 +340,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	var (
 		dead      []*slot
 		deadCands []candidate
+		short     []*slot // left out for being smaller than the array needs
 	)
 	index := map[[16]byte]int{}
 	bare := map[*slot]string{} // a left-out member's reason without its advice
@@ -365,7 +366,8 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		case !sameGeometry(c.meta, nm):
 			reason = fmt.Sprintf("geometry differs from the newest member's; rebuild it with 'raidd add %s %s'", nm.Name, c.dev.Path)
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
-			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d)", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
+			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d): its data past the end is lost, so it comes back only by a full rebuild", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
+			short = append(short, s)
 		}
 		if reason != "" {
 			s.note = reason + advice
@@ -521,6 +523,18 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		a.dirty.Store(true)
 	}
 	err = a.commitLocked()
+	if err == nil && !o.ReadOnly {
+		// A member too small for the array lost the data past its end:
+		// its own header must say it failed, or a 'raidd add' after its
+		// size is restored would resync only the regions written since
+		// and trust the lost tail (as for a member that shrinks while
+		// served: markContentLostLocked).
+		for _, s := range short {
+			if slots[s.uuid] == nil {
+				a.recordLostOnOwnHeaderLocked(s, false)
+			}
+		}
+	}
 	a.publishLocked()
 	a.unlockConfig()
 	if err != nil {

@@ -218,6 +218,17 @@ func (a *Array) markFailedLocked(v *View, mask uint64, errs []error) {
 // damaged). Callers hold commitMu and cfgMu, after the commit that
 // recorded the failure.
 func (a *Array) markContentLostLocked(s *slot) {
+	a.recordLostOnOwnHeaderLocked(s, true)
+}
+
+// recordLostOnOwnHeaderLocked writes the current member table, which
+// records s's member as failed, onto that member's own header (see
+// markContentLostLocked), so that a later 'raidd add' of it rebuilds it in
+// full. With shrunkOnly it does so only when the member's file is now
+// shorter than at open; assembly, which leaves out a member too small for
+// the array, asks without. Callers hold commitMu and cfgMu, after the
+// commit that recorded the failure.
+func (a *Array) recordLostOnOwnHeaderLocked(s *slot, shrunkOnly bool) {
 	i := slices.IndexFunc(a.meta.Members, func(mi superblock.MemberInfo) bool { return mi.UUID == s.uuid })
 	if i < 0 || a.meta.Members[i].State != superblock.MemberFailed || s.path == "" {
 		return
@@ -227,8 +238,12 @@ func (a *Array) markContentLostLocked(s *slot) {
 		return
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() < superblock.HeaderSize || st.Size() >= s.dev.Size() {
-		return // not shrunk (or shrunk into its header, which is lost anyway)
+	st, err := f.Stat()
+	if err != nil || st.Mode().IsRegular() && st.Size() < superblock.HeaderSize {
+		return // shrunk into its header, which is lost anyway
+	}
+	if shrunkOnly && (!st.Mode().IsRegular() || st.Size() >= s.dev.Size()) {
+		return // not shrunk
 	}
 	meta := a.meta.Clone()
 	meta.Role, meta.MemberUUID = a.meta.Members[i].Role, s.uuid
@@ -237,7 +252,7 @@ func (a *Array) markContentLostLocked(s *slot) {
 		err = f.Sync()
 	}
 	if err != nil {
-		a.log.Warn("cannot record on the shrunk member's own superblock that it failed: a 'raidd add' of it would resync only the regions written while it was out; zero its first MiB first, so that it is rebuilt in full", "path", s.path, "err", err)
+		a.log.Warn("cannot record on the member's own superblock that it failed and lost data: a 'raidd add' of it would resync only the regions written while it was out; zero its first MiB first, so that it is rebuilt in full", "path", s.path, "err", err)
 	}
 }
 

@@ -428,7 +428,9 @@ func (a *Array) reAddBlockerLocked(dev Device, old *superblock.Meta) string {
 		old.DataOffset != a.meta.DataOffset || old.DataSize != a.meta.DataSize || old.BitmapRegion != a.meta.BitmapRegion:
 		return "its geometry differs from the array's"
 	case dev.Member.Size() < int64(a.meta.DataOffset+a.meta.DataSize):
-		return "" // addSpare refuses it with the sizes
+		// Not re-added (addSpare then refuses it with the sizes): the
+		// data past its end is gone.
+		return fmt.Sprintf("it is %d bytes, smaller than the array needs (%d)", dev.Member.Size(), a.meta.DataOffset+a.meta.DataSize)
 	}
 	for _, mi := range old.Members {
 		if mi.UUID == old.MemberUUID && mi.State != superblock.MemberActive {

@@ -141,6 +141,57 @@ func TestShrunkMemberComesBackInFull(t *testing.T) {
 	assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
 }
 
+// TestShortAtStartComesBackInFull: the same, for a member truncated while
+// the array was stopped. The start leaves it out as too small, and its own
+// header must then say it failed: else, once the operator restores its
+// size, 'raidd add' re-adds it with a resync of the regions written since
+// (none) and trusts its zeroed tail. Before its size is restored, the add
+// is refused with the sizes.
+func TestShortAtStartComesBackInFull(t *testing.T) {
+	for _, level := range []stripe.Level{stripe.RAID1, stripe.RAID5} {
+		t.Run(level.String(), func(t *testing.T) {
+			t.Parallel()
+			const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
+			opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+			n := 3
+			if level == stripe.RAID1 {
+				n = 2
+			}
+			fa := newFileArray(t, n, raid.CreateOptions{Name: "short", Level: level, Chunk: chunk, BitmapRegion: 4 * chunk}, opts, written, 9)
+			a, paths, open, openOne, want := fa.a, fa.paths, fa.open, fa.openOne, fa.want
+			waitBitmapClean(t, a)
+			require.NoError(t, a.Close())
+
+			victim := n - 1
+			require.NoError(t, os.Truncate(paths[victim], 4<<20)) // while stopped; its header stays
+			a, err := raid.Assemble(open(), opts)
+			require.NoError(t, err)
+			require.True(t, a.Status().Degraded, "the short member is left out")
+			require.NoError(t, a.Release(paths[victim]))
+			err = a.AddMember(openOne(paths[victim]), false)
+			require.ErrorIs(t, err, raid.ErrBusy, "a member too small for the array is refused")
+			assert.Contains(t, err.Error(), "bytes; the array needs")
+			require.NoError(t, a.Close())
+
+			require.NoError(t, os.Truncate(paths[victim], size)) // the operator restores its size
+			a, err = raid.Assemble(open(), opts)
+			require.NoError(t, err)
+			defer func() { checkAndClose(t, a) }()
+			require.NoError(t, a.Release(paths[victim]))
+			require.NoError(t, a.AddMember(openOne(paths[victim]), false))
+			st := waitIdle(t, a)
+			require.False(t, st.Degraded)
+			require.NotNil(t, st.LastRecovery)
+			assert.Equal(t, "rebuild", st.LastRecovery.Kind, "a full rebuild, not a re-add: %+v", st.History)
+			require.NoError(t, a.FailMember(paths[0]))
+			got := make([]byte, written)
+			_, err = a.ReadAt(got, 0)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
+		})
+	}
+}
+
 // fileArray is an array on n sparse member files of 9 MiB (member.Open,
 // as serve opens them), created with co and opts, with written bytes of
 // random data (from seed) written from offset 0 and synced.

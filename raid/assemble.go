@@ -384,10 +384,19 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		}
 		slots[s.uuid] = s
 	}
+	// Members the newest table records in sync that were not given at all
+	// (missingRoles records them failed): a forced start must not trust
+	// members in their place that left before them (absentInSync).
+	absent := map[[16]byte]bool{}
+	for _, mi := range meta.Members {
+		if mi.State == superblock.MemberActive && slots[mi.UUID] == nil {
+			absent[mi.UUID] = true
+		}
+	}
 	missing, why := missingRoles(meta, slots)
 	forced := false
 	if !geo.Survives(missing) {
-		fm, err := forceable(geo, meta, slots, dead, deadCands, missing)
+		fm, err := forceable(geo, meta, slots, dead, deadCands, missing, absent, o.AcceptLoss)
 		switch {
 		case o.ForceAssemble && err != nil:
 			return nil, fmt.Errorf("%w: %q: forced assembly refused: %w", ErrCannotStart, meta.Name, err)
@@ -418,6 +427,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 				why = append(why, s.path+": "+bare[s])
 			}
 			hint := "supply the missing members"
+			var absent *absentInSyncError
+			if errors.As(err, &absent) {
+				hint = absent.Error()
+			}
 			if err == nil {
 				var names []string
 				for _, k := range fm {
@@ -700,7 +713,7 @@ func missingRoles(meta *superblock.Meta, slots map[[16]byte]*slot) (uint64, []st
 // while the array still ran and missed writes it acknowledged. It returns
 // indexes into dead, or an error wrapping ErrDiverged or ErrCannotStart
 // saying why no safe choice exists.
-func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64) ([]int, error) {
+func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64, absent map[[16]byte]bool, acceptLoss bool) ([]int, error) {
 	var (
 		ok       []int
 		refusals []string
@@ -759,6 +772,9 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 		missing &^= r
 	}
 	if geo.Survives(missing) {
+		if err := absentInSync(meta, absent, dead, cands, chosen, missing); err != nil && !acceptLoss {
+			return nil, err
+		}
 		return chosen, nil
 	}
 	if len(behind) > 0 {
@@ -768,4 +784,43 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 		return nil, fmt.Errorf("%w: roles %s would still be missing: %s", ErrDiverged, roleList(missing), strings.Join(refusals, "; "))
 	}
 	return nil, fmt.Errorf("%w: roles %s have no member to force in; supply their members", ErrCannotStart, roleList(missing))
+}
+
+// absentInSyncError refuses a forced assembly that would trust members in
+// place of one that was in sync at the newest event and is merely absent
+// (not given): the forced members left earlier, while the array still
+// ran, so they missed writes that the absent member holds.
+type absentInSyncError struct {
+	name   string
+	role   int
+	uuid   [16]byte
+	events uint64
+	forced []string // the members a forced start would trust, with their events
+}
+
+func (e *absentInSyncError) Error() string {
+	return fmt.Sprintf("role %d's member %s was in sync at event %d, the newest, and is not among the members given: supply it (its superblock names it; 'raidd examine DEVICE' shows a device's member UUID). Trusting %s in its place would lose the writes the array acknowledged after they left. Only if that member is lost for good: 'raidd assemble --force --accept-loss MEMBER...' starts %q without it, trusting them and losing those writes",
+		e.role, superblock.FormatUUID(e.uuid), e.events, strings.Join(e.forced, ", "), e.name)
+}
+
+func (e *absentInSyncError) Is(target error) bool { return target == ErrCannotStart }
+
+// absentInSync returns an absentInSyncError when a role still missing
+// after forcing the chosen candidates belongs, in the newest member table,
+// to a member in sync that was not given (absent), or nil.
+func absentInSync(meta *superblock.Meta, absent map[[16]byte]bool, dead []*slot, cands []candidate, chosen []int, missing uint64) error {
+	if len(chosen) == 0 {
+		return nil
+	}
+	for _, mi := range meta.Members {
+		if !absent[mi.UUID] || mi.Role < 0 || missing&(1<<uint(mi.Role)) == 0 {
+			continue
+		}
+		e := &absentInSyncError{name: meta.Name, role: int(mi.Role), uuid: mi.UUID, events: meta.Events}
+		for _, k := range chosen {
+			e.forced = append(e.forced, fmt.Sprintf("%s (event %d)", dead[k].path, cands[k].meta.Events))
+		}
+		return e
+	}
+	return nil
 }

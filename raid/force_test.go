@@ -129,6 +129,59 @@ func TestForceAssembleAfterTwoFails(t *testing.T) {
 	requireContent(t, a, want, "re-added member serving for a lost one")
 }
 
+// TestForceAssembleRefusesForAbsentInSyncMember: a RAID5 member fails,
+// the array runs on and takes writes, and is stopped. Started with the
+// failed member but without one that stayed in sync (an operator mistake),
+// it is missing two roles; a forced start must not trust the failed
+// member, which missed those writes, since the absent member holds them.
+// It refuses, naming the absent role and how to go on: with every member,
+// the array starts degraded with all its data. --accept-loss (a member
+// lost for good) forces it, and then serves the stale bytes it says it
+// would lose.
+func TestForceAssembleRefusesForAbsentInSyncMember(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, memberSizeFor(chunk, 32))
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "absent", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+	require.NoError(t, err)
+	want := fill(t, a, 25)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+	writeEnds(t, a, want, 'w') // members 0, 2 and 3 have this; member 1 does not
+	p := []byte(strings.Repeat("z", 100))
+	_, err = a.WriteAt(p, chunk) // row 0's chunk on member 1, which missed it
+	require.NoError(t, err)
+	old := append([]byte(nil), want[chunk:chunk+100]...)
+	copy(want[chunk:], p)
+	require.NoError(t, a.Close())
+
+	without0 := r.devs[1:]
+	_, err = raid.Assemble(without0, opts)
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "role 0's member")
+	assert.Contains(t, err.Error(), "is not among the members given: supply it")
+	assert.NotContains(t, err.Error(), "would start it trusting", "the refusal must not recommend trusting the member that missed writes")
+
+	opts.ForceAssemble = true
+	_, err = raid.Assemble(without0, opts)
+	require.ErrorIs(t, err, raid.ErrCannotStart, "forced, it still refuses")
+	assert.Contains(t, err.Error(), "--accept-loss")
+
+	opts.ForceAssemble = false
+	a, err = raid.Assemble(r.devs, opts) // with every member: degraded, whole
+	require.NoError(t, err)
+	requireContent(t, a, want, "started with the member that was in sync")
+	require.NoError(t, a.Close())
+
+	opts.ForceAssemble, opts.AcceptLoss = true, true
+	a, err = raid.Assemble(without0, opts)
+	require.NoError(t, err, "a member lost for good: forced with --accept-loss")
+	defer func() { checkAndClose(t, a) }()
+	got := make([]byte, 100)
+	_, err = a.ReadAt(got, chunk)
+	require.NoError(t, err)
+	assert.Equal(t, old, got, "the write the forced member missed is lost, as the refusal said")
+}
+
 // TestForceAssembleRAID0: a RAID0 whose member was recorded as failed
 // (by an operator here; by an older raidd after one I/O error) starts
 // again when forced, with all its data.

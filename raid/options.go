@@ -65,6 +65,11 @@ type Options struct {
 	// than its level tolerates, by trusting the freshest left-out members
 	// whose data is intact (mdadm --assemble --force); see Assemble.
 	ForceAssemble bool
+	// AcceptLoss lets a forced assembly trust left-out members although a
+	// member that was in sync at the newest event (and so holds writes
+	// they missed) is absent: only for a member lost for good, whose
+	// writes are then lost. Without it Assemble refuses and says so.
+	AcceptLoss bool
 	// NoResync skips the background resync after an unclean shutdown (tests).
 	NoResync bool
 	// OnEvent, if set, receives every state transition (member failed,

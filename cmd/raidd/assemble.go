@@ -14,7 +14,7 @@ import (
 
 func (c *cli) assembleCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "assemble [--force] MEMBER...",
+		Use:   "assemble [--force [--accept-loss]] MEMBER...",
 		Short: "Check that members form an array that starts; with --force, make it start",
 		Long: `Assemble reads the superblocks of the MEMBERs, applies the same rules as
 serve, prints which members the array would use and its state, and stops.
@@ -29,15 +29,22 @@ transient fault (a RAID0 member error recorded by an older raidd): it
 trusts the left-out members whose own superblock says they were in sync,
 freshest event counter first, only as many as the start needs, and logs
 each with its event counter. It refuses when the members' histories
-diverged (split brain) or when the needed members left at different times,
-since the earlier one missed writes. After it, parity and mirrors are
+diverged (split brain), when the needed members left at different times,
+since the earlier one missed writes, and when a member that was in sync at
+the newest event is merely not given (supply it; --accept-loss, only for a
+member lost for good, starts without it and loses the writes it alone
+holds). After it, parity and mirrors are
 resynced over the write-intent bitmap's dirty regions when served.
 'raidd serve --force-assemble' does the same at start.`,
 		Example: "  raidd assemble /srv/a.img /srv/b.img /srv/c.img /srv/d.img\n  raidd assemble --force /srv/a.img /srv/b.img /srv/c.img /srv/d.img",
 		Args:    args(cobra.MinimumNArgs(1)),
 	}
 	force := cmd.Flags().Bool("force", false, "start it even if it lost more members than it tolerates, trusting the freshest members that left, and write that to the superblocks")
+	acceptLoss := cmd.Flags().Bool("accept-loss", false, "with --force: start it even though a member that was in sync is not given (lost for good), losing the writes the trusted members missed")
 	cmd.RunE = func(_ *cobra.Command, paths []string) error {
+		if *acceptLoss && !*force {
+			return usageError{errors.New("--accept-loss only applies with --force")}
+		}
 		log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		var (
 			devs []raid.Device
@@ -71,7 +78,7 @@ resynced over the write-intent bitmap's dirty regions when served.
 			}
 			return errors.Join(errs...)
 		}
-		a, err := raid.Assemble(devs, raid.Options{ReadOnly: !*force, ForceAssemble: *force, Logger: log, CleanDelay: -1})
+		a, err := raid.Assemble(devs, raid.Options{ReadOnly: !*force, ForceAssemble: *force, AcceptLoss: *acceptLoss, Logger: log, CleanDelay: -1})
 		if err != nil {
 			for _, d := range devs {
 				_ = d.Member.Close()

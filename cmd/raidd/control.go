@@ -392,23 +392,35 @@ func (d *daemon) openNew(s *servedArray, path string, force bool) (raid.Device, 
 // device of a failed or stale member of array s (a re-add: 'raidd fail'
 // or a stale member, then 'raidd add' of the same device). The member
 // lock would otherwise refuse it, since this process holds it. A device
-// that another array of this raidd uses is refused with what to do.
+// that another array of this raidd holds, in any state, is refused with
+// what to do, and stays where it is: it is checked before anything is
+// released, and only s ever releases a device here.
 func (d *daemon) release(s *servedArray, path string) error {
 	for _, x := range d.arrays {
-		err := x.array.Release(path)
-		switch {
-		case err == nil:
-			d.log.Info("released the device of a failed or stale member for re-adding", "array", x.cfg.Name, "path", path)
-			return nil
-		case errors.Is(err, raid.ErrNoMember):
+		if x == s {
 			continue
-		case x == s:
-			return err
-		default:
-			return fmt.Errorf("%w: %s belongs to array %q of this raidd: %v", raid.ErrBusy, path, x.cfg.Name, err)
+		}
+		for _, m := range x.array.Status().Devices {
+			if m.Path != path {
+				continue
+			}
+			take := fmt.Sprintf("'raidd remove %s %s' first", x.cfg.Name, path)
+			if m.State != "failed" && m.State != "stale" && m.State != "removed" {
+				take = fmt.Sprintf("'raidd fail %s %s' (if %q can spare it) and 'raidd remove %s %s' first", x.cfg.Name, path, x.cfg.Name, x.cfg.Name, path)
+			}
+			return fmt.Errorf("%w: %s is a device of array %q of this raidd (%s): a device serves one array. Add another device to %q; or, to move this one, take it out of %q with %s, then add it here with --force (its superblock names %q, and its data is overwritten)",
+				raid.ErrBusy, path, x.cfg.Name, m.State, s.cfg.Name, x.cfg.Name, take, x.cfg.Name)
 		}
 	}
-	return nil
+	err := s.array.Release(path)
+	switch {
+	case err == nil:
+		d.log.Info("released the device of a failed or stale member for re-adding", "array", s.cfg.Name, "path", path)
+		return nil
+	case errors.Is(err, raid.ErrNoMember):
+		return nil
+	}
+	return err
 }
 
 // badRequest marks errors in what the client asked for.

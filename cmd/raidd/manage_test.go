@@ -257,6 +257,55 @@ func TestMemberLifecycle(t *testing.T) {
 	assert.Equal(t, "spare", m.State)
 }
 
+// TestAddAnotherArraysDevice: 'raidd add' of a device that another array
+// of the same raidd holds is refused and leaves that array as it was: a
+// failed member's device stays with its array (the add used to release
+// it, and 'raidd remove' then no longer found it), and the refusal says
+// how to move a device: take it out of its array, then add it with
+// --force; following that works.
+func TestAddAnotherArraysDevice(t *testing.T) {
+	e := newEnv(t)
+	for _, a := range []struct{ name, level string }{{"one", "1"}, {"two", "1"}} {
+		code, _, errOut := raidd(t, append([]string{"create", "--name", a.name, "--level", a.level, "--size", "8MiB", "--log-level", "warn"},
+			e.paths(a.name+"0.img", a.name+"1.img")...)...)
+		require.Equal(t, 0, code, errOut)
+	}
+	cfg := e.config(t, "", e.array("one", "", "one0.img", "one1.img"), e.array("two", "", "two0.img", "two1.img"))
+	d := start(t, "serve", "--config", cfg)
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		return raidd(t, append(append([]string{args[0]}, "--control", e.control), args[1:]...)...)
+	}
+	two0, two1 := e.paths("two0.img")[0], e.paths("two1.img")[0]
+
+	// An active member of "two".
+	code, _, errOut := run("add", "one", two0)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `is a device of array "two" of this raidd (active)`)
+	assert.NotContains(t, errOut, "to re-add or rebuild it, fail it first", "a re-add hint for another array's member")
+
+	// A failed member of "two": refused, and still "two"'s.
+	code, _, errOut = run("fail", "two", two1)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = run("add", "one", two1)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `is a device of array "two" of this raidd (failed)`)
+	assert.Contains(t, errOut, "'raidd remove two "+two1+"' first")
+	m, ok := device(statusOf(t, e.control, "two"), two1)
+	require.True(t, ok, "the refused add took the device from its array")
+	assert.Equal(t, "failed", m.State)
+
+	// Following the refusal moves it.
+	code, _, errOut = run("remove", "two", two1)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = run("add", "--force", "one", two1)
+	require.Equal(t, 0, code, errOut)
+	m, ok = device(statusOf(t, e.control, "one"), two1)
+	require.True(t, ok)
+	assert.Equal(t, "spare", m.State)
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
+}
+
 func TestDemo(t *testing.T) {
 	dir, err := os.MkdirTemp("", "raidd")
 	require.NoError(t, err)

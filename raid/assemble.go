@@ -291,7 +291,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; check the path, or, if it was a member whose header was wiped, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add', which rebuilds it", ErrNotMember, d.Path))
 		case err != nil:
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add --force', which rebuilds it (or recreate the array with 'raidd create --force')", ErrCorrupt, d.Path, err))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add --force', which rebuilds it. If the array cannot start without it, keep every member as it is: 'raidd create --force' over them would erase the array's data (it clears the data regions)", ErrCorrupt, d.Path, err))
 		default:
 			cands = append(cands, candidate{d, m})
 		}

@@ -299,7 +299,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if len(cands) == 0 || len(unread) > lostFailed(cands) {
 		return nil, errors.Join(unreadBy...)
 	}
-	newest := newestOf(cands)
+	newest := newestOf(majorityArray(cands))
 	nm := newest.meta
 	// Devices whose superblock is gone stand for members the newest
 	// superblock already records as failed (a member truncated or wiped
@@ -594,6 +594,36 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 
 // newestOf returns the candidate with the highest event counter (the most
 // recent update on a tie).
+// majorityArray returns the candidates of the array most of them belong
+// to (by array UUID), or, between arrays with as many, of the one whose
+// member is newest. A device reused for another array since (its
+// counter may be the highest) is then the one called foreign, not the
+// members it was listed with.
+func majorityArray(cands []candidate) []candidate {
+	count := map[[16]byte]int{}
+	for _, c := range cands {
+		count[c.meta.ArrayUUID]++
+	}
+	most := 0
+	for _, n := range count {
+		most = max(most, n)
+	}
+	var largest []candidate
+	for _, c := range cands {
+		if count[c.meta.ArrayUUID] == most {
+			largest = append(largest, c)
+		}
+	}
+	best := newestOf(largest).meta.ArrayUUID
+	var out []candidate
+	for _, c := range cands {
+		if c.meta.ArrayUUID == best {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func newestOf(cands []candidate) candidate {
 	newest := cands[0]
 	for _, c := range cands[1:] {

@@ -182,6 +182,42 @@ func TestForceAssembleRefusesForAbsentInSyncMember(t *testing.T) {
 	assert.Equal(t, old, got, "the write the forced member missed is lost, as the refusal said")
 }
 
+// TestAssembleNamesTheReusedMemberForeign: one member of a RAID5 is reused
+// for another array, whose event counter is then the highest of all.
+// Assembled with the RAID5's members, the reused one is the device called
+// foreign, not the others: the array most members belong to is the one
+// being assembled (it used to be the array of the highest counter, and
+// the advice to leave the others out left one member).
+func TestAssembleNamesTheReusedMemberForeign(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, memberSizeFor(chunk, 8))
+	opts := raid.Options{CleanDelay: -1}
+	a, err := raid.Create(r.devs[:3], raid.CreateOptions{Name: "mine", Level: stripe.RAID5, Chunk: chunk}, opts)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	b, err := raid.Create([]raid.Device{r.devs[0], r.devs[3]}, raid.CreateOptions{Name: "other", Level: stripe.RAID1, Chunk: chunk, Force: true}, opts)
+	require.NoError(t, err)
+	for range 5 { // the other array's counter passes ours
+		_, err = b.WriteAt([]byte("x"), 0)
+		require.NoError(t, err)
+		require.NoError(t, b.Sync())
+		require.NoError(t, b.FailMember(r.devs[3].Path))
+		require.NoError(t, b.Release(r.devs[3].Path))
+		require.NoError(t, b.AddMember(r.devs[3], false))
+		waitIdle(t, b)
+	}
+	require.NoError(t, b.Close())
+
+	for _, order := range [][]raid.Device{r.devs[:3], {r.devs[2], r.devs[1], r.devs[0]}} {
+		_, err = raid.Assemble(order, opts)
+		require.ErrorIs(t, err, raid.ErrForeign)
+		msg := err.Error()
+		assert.Contains(t, msg, r.devs[0].Path+` belongs to array "other"`)
+		assert.Contains(t, msg, `not "mine"`)
+		assert.NotContains(t, msg, r.devs[1].Path, "a member of the array being assembled called foreign")
+	}
+}
+
 // TestForceAssembleRAID0: a RAID0 whose member was recorded as failed
 // (by an operator here; by an older raidd after one I/O error) starts
 // again when forced, with all its data.

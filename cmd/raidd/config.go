@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -102,8 +103,8 @@ type NBDConfig struct {
 func nbdLimitFlags(fs *pflag.FlagSet) map[string]string {
 	fs.Int("max-connections", 0, "most NBD `connections` open at once; more are refused (default 128)")
 	fs.String("max-total-in-flight", "", "NBD request payload `size` buffered across all connections, e.g. 64MiB (default 64MiB)")
-	fs.Duration("idle-timeout", 0, "close an NBD connection with nothing in flight that sends no request for this `duration` (default none)")
-	fs.Duration("io-timeout", 0, "drop an NBD client that does not send a WRITE payload or take a reply within this `duration` (default 30s)")
+	durationFlag(fs, "idle-timeout", 0, "close an NBD connection with nothing in flight that sends no request for this `duration` (default none)")
+	durationFlag(fs, "io-timeout", 0, "drop an NBD client that does not send a WRITE payload or take a reply within this `duration` (default 30s)")
 	return map[string]string{
 		"max-connections": "nbd.max_connections", "max-total-in-flight": "nbd.max_total_in_flight",
 		"idle-timeout": "nbd.idle_timeout", "io-timeout": "nbd.io_timeout",
@@ -270,7 +271,7 @@ func loadConfig(v *viper.Viper, path string) (*Config, error) {
 	}
 	var c Config
 	hook := mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(),
+		toDuration,
 		stringToByteSize,
 		stringToByteRate,
 		stringToMember,
@@ -306,6 +307,81 @@ func envSources(msg string) string {
 		return ""
 	}
 	return " (set by the environment: " + strings.Join(vars, ", ") + ")"
+}
+
+// bareNumber matches a number without a unit: "30", "-1", "1.5".
+var bareNumber = regexp.MustCompile(`^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)$`)
+
+// noUnitError refuses a duration given as a bare number other than 0:
+// time.Duration would take it as nanoseconds, and shutdown_timeout: 30
+// means 30s far more often than 30ns.
+type noUnitError string
+
+func (e noUnitError) Error() string {
+	return fmt.Sprintf("%q has no unit; write %ss (units: ms, s, m, h)", string(e), string(e))
+}
+
+// parseDuration parses a duration as time.ParseDuration does ("1m30s"),
+// refusing a bare number other than 0 (noUnitError).
+func parseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if bareNumber.MatchString(t) {
+		if f, err := strconv.ParseFloat(t, 64); err == nil && f == 0 {
+			return 0, nil
+		}
+		return 0, noUnitError(t)
+	}
+	return time.ParseDuration(t)
+}
+
+// toDuration decodes a duration key: a string with units, parsed by
+// parseDuration, or a YAML number, which must be 0 (shutdown_timeout: 30
+// is refused, not taken as 30ns).
+func toDuration(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() || from == to {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		return parseDuration(data.(string))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return parseDuration(fmt.Sprint(data))
+	}
+	return data, nil
+}
+
+// durationValue is a duration flag that refuses a bare number as the
+// configuration keys do (parseDuration). Its type is "duration", like
+// pflag's own, so viper reads a bound one the same way.
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+// String spells zero "0", so that help shows no "(default 0s)".
+func (d *durationValue) String() string {
+	if *d == 0 {
+		return "0"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *durationValue) Type() string { return "duration" }
+
+// durationFlag is fs.Duration with durationValue's refusal of a bare
+// number: --io-timeout 30 is an error that suggests 30s.
+func durationFlag(fs *pflag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	p := &value
+	fs.Var((*durationValue)(p), name, usage)
+	return p
 }
 
 // stringToByteSize decodes "64MiB" (or a plain number) into a byteSize.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +422,69 @@ func TestStripeCacheRandomWritesConfig(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Validate())
 		assert.Equal(t, want, c.Arrays[0].randomWriteBack(), "%q", yaml)
+	}
+}
+
+// durationKeys counts the time.Duration fields of t, nested ones included.
+func durationKeys(t reflect.Type) int {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		return durationKeys(t.Elem())
+	case reflect.Struct:
+		n := 0
+		for i := range t.NumField() {
+			if f := t.Field(i); f.Type == reflect.TypeFor[time.Duration]() {
+				n++
+			} else {
+				n += durationKeys(t.Field(i).Type)
+			}
+		}
+		return n
+	}
+	return 0
+}
+
+// TestDurationNeedsUnit: a duration given as a bare number other than 0,
+// in the file, the environment or a flag, is refused with the unit to
+// write, never taken as nanoseconds (shutdown_timeout: 30 was 30ns).
+func TestDurationNeedsUnit(t *testing.T) {
+	const hint = `"30" has no unit; write 30s (units: ms, s, m, h)`
+	keys := map[string]string{ // key: YAML setting it to %s
+		"shutdown_timeout":      "shutdown_timeout: %s\n",
+		"nbd.handshake_timeout": "nbd: {handshake_timeout: %s}\n",
+		"nbd.idle_timeout":      "nbd: {idle_timeout: %s}\n",
+		"nbd.io_timeout":        "nbd: {io_timeout: %s}\n",
+		"clean_delay":           "arrays: [{name: a, members: [/a], clean_delay: %s}]\n",
+		"scrub_interval":        "arrays: [{name: a, members: [/a], scrub_interval: %s}]\n",
+		"stripe_cache_delay":    "arrays: [{name: a, members: [/a], stripe_cache_delay: %s}]\n",
+	}
+	require.Equal(t, durationKeys(reflect.TypeFor[Config]()), len(keys), "every duration key is tested")
+	for key, yaml := range keys {
+		for _, bad := range []string{"30", `"30"`} {
+			_, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", fmt.Sprintf(yaml, bad)))
+			require.ErrorIs(t, err, errConfig, "%s: %s", key, bad)
+			assert.ErrorContains(t, err, key, bad)
+			assert.ErrorContains(t, err, hint, "%s: %s", key, bad)
+		}
+		for _, ok := range []string{"0", "0.0", `"0"`, "30s", "1m30s"} {
+			_, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", fmt.Sprintf(yaml, ok)))
+			assert.NoError(t, err, "%s: %s", key, ok)
+		}
+	}
+	_, err := loadConfig(newViper(), writeFile(t, "raidd.yaml", "shutdown_timeout: 1.5\n"))
+	assert.ErrorContains(t, err, `"1.5" has no unit; write 1.5s`)
+
+	t.Setenv("RAIDD_SHUTDOWN_TIMEOUT", "30")
+	_, err = loadConfig(newViper(), "")
+	assert.ErrorContains(t, err, hint)
+	assert.ErrorContains(t, err, "set by the environment: RAIDD_SHUTDOWN_TIMEOUT")
+	require.NoError(t, os.Unsetenv("RAIDD_SHUTDOWN_TIMEOUT")) // t.Setenv restores it
+
+	for flag, cmd := range map[string]string{
+		"io-timeout": "serve", "idle-timeout": "serve", "stripe-cache-delay": "serve", "interval": "status",
+	} {
+		code, _, errOut := raidd(t, cmd, "--"+flag, "30")
+		assert.Equal(t, exitUsage, code, flag)
+		assert.Contains(t, errOut, fmt.Sprintf(`for "--%s" flag: %s`, flag, hint), flag)
 	}
 }

@@ -197,7 +197,7 @@ func arrayFlags(fs *pflag.FlagSet) *cliArray {
 		rebuildMinRate:    fs.String("rebuild-min-rate", "", "rebuild/resync `rate` per member while clients do I/O, e.g. 16MiB (default 16MiB)"),
 		rebuildMax:        fs.String("rebuild-max-rate", "", "rebuild/resync rate `limit` per member, e.g. 200MiB (default none)"),
 		stripeCache:       fs.String("stripe-cache", "", "RAID5/RAID6 stripe cache `size`, e.g. 16MiB; 0 disables it (default 64MiB)"),
-		stripeCacheDelay:  fs.Duration("stripe-cache-delay", 0, "longest `time` a partial stripe stays in the stripe cache (default 5ms)"),
+		stripeCacheDelay:  durationFlag(fs, "stripe-cache-delay", 0, "longest `time` a partial stripe stays in the stripe cache (default 5ms)"),
 		stripeCacheRandom: fs.String("stripe-cache-random-writes", "", "whether the stripe cache also holds random partial-stripe writes: auto, on or off `mode` (default auto: with the write-hole log on members not held in memory)"),
 	}
 }

@@ -67,7 +67,7 @@ also exits 2.`,
 	keys := controlFlags(cmd)
 	asJSON := cmd.Flags().Bool("json", false, "print the raw JSON status")
 	watch := cmd.Flags().BoolP("watch", "w", false, "redraw the status every --interval until interrupted")
-	interval := cmd.Flags().Duration("interval", time.Second, "redraw `interval` for --watch")
+	interval := durationFlag(cmd.Flags(), "interval", time.Second, "redraw `interval` for --watch")
 	runStatus := func(cmd *cobra.Command, names []string) error {
 		if cmd.Flags().Changed("interval") && !*watch {
 			return usageError{errors.New("--interval applies to --watch")}

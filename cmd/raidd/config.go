@@ -282,31 +282,114 @@ func loadConfig(v *viper.Viper, path string) (*Config, error) {
 		if path != "" {
 			where = path
 		}
-		return nil, fmt.Errorf("%w: %s: %w%s", errConfig, where, err, envSources(err.Error()))
+		var errs []error
+		for _, p := range decodeProblems(err) {
+			errs = append(errs, fmt.Errorf("%w: %s: %s", errConfig, where, p))
+		}
+		if len(errs) == 0 {
+			return nil, fmt.Errorf("%w: %s: %w", errConfig, where, err)
+		}
+		return nil, errors.Join(errs...)
 	}
 	return &c, nil
 }
 
-// quotedKey finds the keys a decoding error names ('nbd.workers').
-var quotedKey = regexp.MustCompile(`'([a-z0-9_]+(?:\.[a-z0-9_]+)*)'`)
+// decodeProblems flattens a decoding error into one line per problem, each
+// naming its key by the full path (nbd.max_payload, arrays[0].clean_delay):
+// mapstructure names a misspelt key's parent instead (an empty name at the
+// top level) and suggests nothing.
+func decodeProblems(err error) []string {
+	var de *mapstructure.DecodeError
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		var out []string
+		for _, e := range e.Unwrap() {
+			out = append(out, decodeProblems(e)...)
+		}
+		return out
+	case *mapstructure.DecodeError:
+		inner := e.Unwrap()
+		if _, joined := inner.(interface{ Unwrap() []error }); joined || errors.As(inner, &de) {
+			return decodeProblems(inner)
+		}
+		if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
+			var out []string
+			for _, k := range strings.Split(keys, ", ") {
+				out = append(out, unknownKey(e.Name(), k))
+			}
+			return out
+		}
+		return []string{e.Name() + ": " + inner.Error() + envSource(e.Name())}
+	}
+	// "decoding failed due to the following error(s)" around the problems.
+	if inner := errors.Unwrap(err); inner != nil && errors.As(inner, &de) {
+		return decodeProblems(inner)
+	}
+	return []string{err.Error()}
+}
 
-// envSources names the environment variables that set keys named in msg
-// (a decoding error names the key, nbd.workers, and not the variable the
-// bad value came from, RAIDD_NBD_WORKERS), as " (set by RAIDD_...)".
-func envSources(msg string) string {
-	var vars []string
-	seen := map[string]bool{}
-	for _, m := range quotedKey.FindAllStringSubmatch(msg, -1) {
-		env := "RAIDD_" + strings.ToUpper(strings.ReplaceAll(m[1], ".", "_"))
-		if _, ok := os.LookupEnv(env); ok && !seen[env] {
-			seen[env] = true
-			vars = append(vars, env)
+// listIndex is a list index in a decoding error's key (arrays[0]).
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
+
+// unknownKey describes key, a key under parent that no setting has, with
+// the nearest known key there (as checkEnv does for the environment) or,
+// when none is near, the keys that parent takes.
+func unknownKey(parent, key string) string {
+	msg := "unknown key " + joinKey(parent, key)
+	known := configKeys(reflect.TypeFor[Config](), listIndex.ReplaceAllString(parent, ""))
+	if near := nearest(key, known); near != "" {
+		return msg + "; did you mean " + joinKey(parent, near) + "?"
+	}
+	if parent == "" {
+		return msg + " (keys: " + strings.Join(known, ", ") + ")"
+	}
+	return msg + " (keys of " + parent + ": " + strings.Join(known, ", ") + ")"
+}
+
+// joinKey names key under parent ("" is the top level).
+func joinKey(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// configKeys returns the keys of the configuration struct t (Config, or
+// one inside it) at path, a dotted key path without list indexes ("",
+// "nbd", "arrays.members").
+func configKeys(t reflect.Type, path string) []string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	head, rest, _ := strings.Cut(path, ".")
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := f.Tag.Get("mapstructure")
+		switch {
+		case key == "" || key == "-":
+		case path == "":
+			keys = append(keys, key)
+		case key == head:
+			return configKeys(f.Type, rest)
 		}
 	}
-	if len(vars) == 0 {
+	return keys
+}
+
+// envSource names the environment variable that set key, if it is set, as
+// " (set by the environment: RAIDD_...)": a decoding error names the key,
+// nbd.workers, and not the variable the bad value came from,
+// RAIDD_NBD_WORKERS.
+func envSource(key string) string {
+	env := envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	if _, ok := os.LookupEnv(env); !ok {
 		return ""
 	}
-	return " (set by the environment: " + strings.Join(vars, ", ") + ")"
+	return " (set by the environment: " + env + ")"
 }
 
 // bareNumber matches a number without a unit: "30", "-1", "1.5".

@@ -132,6 +132,26 @@ func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
 	}
 }
 
+// TestUnknownKeySuggestion: a misspelt key is named with its full path
+// and the file, with the nearest key of its level, as for the environment
+// (TestCheckEnv), or that level's keys when none is near.
+func TestUnknownKeySuggestion(t *testing.T) {
+	path := writeFile(t, "raidd.yaml", "listne: x\nnbd: {max_payload_size: 1}\nlog: {colour: red}\n"+
+		"arrays: [{name: a, memebrs: [/a]}, {name: b, members: [{path: /b, writemostly: true}]}]\n")
+	_, err := loadConfig(newViper(), path)
+	require.ErrorIs(t, err, errConfig)
+	for _, want := range []string{
+		"config: " + path + ": unknown key listne; did you mean listen?",
+		"config: " + path + ": unknown key nbd.max_payload_size; did you mean nbd.max_payload?",
+		"config: " + path + ": unknown key arrays[0].memebrs; did you mean arrays[0].members?",
+		"config: " + path + ": unknown key arrays[1].members[0].writemostly; did you mean arrays[1].members[0].write_mostly?",
+		"config: " + path + ": unknown key log.colour (keys of log: level, format)",
+	} {
+		assert.Contains(t, strings.Split(err.Error(), "\n"), want)
+	}
+	assert.NotContains(t, err.Error(), "''")
+}
+
 func TestLoadConfigMissingFile(t *testing.T) {
 	_, err := loadConfig(newViper(), filepath.Join(t.TempDir(), "nope.yaml"))
 	assert.ErrorIs(t, err, errConfig)

@@ -38,6 +38,10 @@ func envSettings() []string {
 func checkEnv(environ []string) error {
 	settings := envSettings()
 	known := append(slices.Clone(settings), envOther...)
+	stems := make([]string, len(known))
+	for i, k := range known {
+		stems[i] = strings.TrimPrefix(k, envPrefix)
+	}
 	var bad []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
@@ -45,8 +49,8 @@ func checkEnv(environ []string) error {
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s is not a raidd setting", name)
-		if near := nearest(name, known); near != "" {
-			msg += fmt.Sprintf("; did you mean %s?", near)
+		if near := nearest(strings.TrimPrefix(name, envPrefix), stems); near != "" {
+			msg += fmt.Sprintf("; did you mean %s%s?", envPrefix, near)
 		} else {
 			msg += fmt.Sprintf(" (settings: %s; also read: RAIDD_CONFIG)", strings.Join(settings, ", "))
 		}
@@ -60,7 +64,9 @@ func checkEnv(environ []string) error {
 }
 
 // nearest returns the name of known closest to name by edit distance, if
-// it is close enough to be a likely typo: at most a third of its length.
+// it is close enough to be a likely typo: at most a third of its length,
+// plus one. Environment variables are compared without RAIDD_, and
+// configuration keys with known holding the keys at the same level.
 func nearest(name string, known []string) string {
 	best, bestD := "", -1
 	for _, k := range known {
@@ -68,7 +74,7 @@ func nearest(name string, known []string) string {
 			best, bestD = k, d
 		}
 	}
-	if bestD < 0 || bestD > (len(name)-len(envPrefix))/3+1 {
+	if bestD < 0 || bestD > len(name)/3+1 {
 		return ""
 	}
 	return best

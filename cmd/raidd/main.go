@@ -200,7 +200,7 @@ func flagValueError(cmd *cobra.Command, keys map[string]string, err error) error
 		if !cmd.Flags().Changed(flag) {
 			continue
 		}
-		for _, form := range []string{"config: " + key + ":", "config: " + key + " (", "'" + key + "'"} {
+		for _, form := range []string{"config: " + key + ":", "config: " + key + " (", ": " + key + ": "} {
 			if strings.Contains(msg, form) {
 				return usageError{fmt.Errorf("--%s: %w", flag, err)}
 			}

@@ -255,7 +255,7 @@ func configPath(fs *pflag.FlagSet) string {
 	case f.Value.String() != "":
 		return f.Value.String()
 	}
-	return os.Getenv("RAIDD_CONFIG")
+	return os.Getenv(envConfig)
 }
 
 // loadConfig reads the YAML file at path (if any) into v and decodes

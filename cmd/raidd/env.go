@@ -10,12 +10,16 @@ import (
 // envPrefix starts every environment variable raidd reads.
 const envPrefix = "RAIDD_"
 
-// envOther lists the RAIDD_ variables that are not settings but may
-// legitimately be in raidd's environment: the configuration file, those
-// on_event sets for its command (which may run raidd status), and those of
-// the test and bench scripts (tests/, bench/), which run raidd.
+// envConfig names the configuration file: read, though not a setting.
+const envConfig = "RAIDD_CONFIG"
+
+// envOther lists the RAIDD_ variables that raidd does not read but that
+// may legitimately be in its environment: those on_event sets for its
+// command (which may run raidd status), and those of the test and bench
+// scripts (tests/, bench/), which run raidd. They are ignored, and never
+// suggested for a misspelt variable: RAIDD_ARRAYS is no typo of the hook's
+// RAIDD_ARRAY.
 var envOther = []string{
-	"RAIDD_CONFIG",
 	"RAIDD_EVENT", "RAIDD_ARRAY", "RAIDD_ROLE", "RAIDD_MEMBER", "RAIDD_DETAIL", "RAIDD_TIME",
 	"RAIDD_BIN", "RAIDD_TEST_RACE", "RAIDD_REQUIRE_KERNEL", "RAIDD_SEED", "RAIDD_WRITE_HOLE_POLICY",
 }
@@ -32,14 +36,15 @@ func envSettings() []string {
 }
 
 // checkEnv reports every RAIDD_ variable of environ (os.Environ's form)
-// that raidd does not know, with the nearest known name, or the list of
-// known ones when none is near: a misspelt variable would otherwise be
+// that raidd does not know, with the nearest variable raidd reads, or the
+// list of settings when none is near: a misspelt variable would otherwise be
 // ignored without a word.
 func checkEnv(environ []string) error {
 	settings := envSettings()
-	known := append(slices.Clone(settings), envOther...)
-	stems := make([]string, len(known))
-	for i, k := range known {
+	read := append(slices.Clone(settings), envConfig)
+	known := slices.Concat(read, envOther)
+	stems := make([]string, len(read))
+	for i, k := range read {
 		stems[i] = strings.TrimPrefix(k, envPrefix)
 	}
 	var bad []string
@@ -52,7 +57,7 @@ func checkEnv(environ []string) error {
 		if near := nearest(strings.TrimPrefix(name, envPrefix), stems); near != "" {
 			msg += fmt.Sprintf("; did you mean %s%s?", envPrefix, near)
 		} else {
-			msg += fmt.Sprintf(" (settings: %s; also read: RAIDD_CONFIG)", strings.Join(settings, ", "))
+			msg += fmt.Sprintf(" (settings: %s; also read: %s)", strings.Join(settings, ", "), envConfig)
 		}
 		bad = append(bad, msg)
 	}

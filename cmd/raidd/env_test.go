@@ -46,6 +46,21 @@ func TestCheckEnv(t *testing.T) {
 	assert.ErrorContains(t, err, "RAIDD_CONTORL is not a raidd setting; did you mean RAIDD_CONTROL?")
 }
 
+// TestCheckEnvSuggestsOnlySettings: the variables on_event sets for its
+// command (RAIDD_ARRAY, ...) and those of the test scripts are ignored,
+// since a hook may run raidd, but never offered for a misspelt setting.
+func TestCheckEnvSuggestsOnlySettings(t *testing.T) {
+	assert.NoError(t, checkEnv([]string{"RAIDD_ARRAY=data", "RAIDD_MEMBER=/dev/sdb", "RAIDD_SEED=1"}))
+	err := checkEnv([]string{"RAIDD_ARRAYS=foo"})
+	require.ErrorIs(t, err, errConfig)
+	assert.NotContains(t, err.Error(), "did you mean")
+	assert.ErrorContains(t, err, "RAIDD_ARRAYS is not a raidd setting (settings: ")
+	for _, v := range []string{"RAIDD_EVENTS=x", "RAIDD_MEMBERS=x", "RAIDD_SEEDS=x", "RAIDD_BINS=x"} {
+		assert.NotContains(t, checkEnv([]string{v}).Error(), "did you mean", v)
+	}
+	assert.ErrorContains(t, checkEnv([]string{"RAIDD_CONFG=/x"}), "did you mean RAIDD_CONFIG?")
+}
+
 func TestListenEnvironmentWithSpaces(t *testing.T) {
 	t.Setenv("RAIDD_LISTEN", "/tmp/a.sock /tmp/b.sock,\t127.0.0.1:1")
 	c, err := loadConfig(newViper(), "")

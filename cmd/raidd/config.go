@@ -546,7 +546,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Control != "" && !filepath.IsAbs(c.Control) {
-		bad("control: %q is not an absolute path", c.Control)
+		bad("control: %q is not an absolute path (a relative one is taken from --control or RAIDD_CONTROL only)", c.Control)
 	}
 	if c.ControlGroup != "" {
 		if _, err := lookupGroup(c.ControlGroup); err != nil {

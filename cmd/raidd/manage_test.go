@@ -120,6 +120,34 @@ func TestServeMemberArguments(t *testing.T) {
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
 }
 
+// TestServeRelativeControl: serve takes a relative --control or
+// RAIDD_CONTROL against the working directory, as raidd status does; the
+// file's control must still be absolute.
+func TestServeRelativeControl(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "data", "1", "a.img", "b.img")
+	t.Chdir(e.dir)
+	members := []string{"a.img", "b.img"}
+
+	d := start(t, append([]string{"serve", "--listen", "unix:nbd.sock", "--control", "z.sock"}, members...)...)
+	assert.FileExists(t, filepath.Join(e.dir, "z.sock"))
+	code, out, errOut := raidd(t, "status", "--control", "z.sock")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "data")
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
+
+	t.Setenv("RAIDD_CONTROL", "env.sock")
+	d = start(t, append([]string{"serve", "--listen", "unix:nbd.sock"}, members...)...)
+	assert.Equal(t, "data", statusOf(t, filepath.Join(e.dir, "env.sock"), "data").Name)
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
+	require.NoError(t, os.Unsetenv("RAIDD_CONTROL")) // t.Setenv restores it
+
+	cfg := writeFile(t, "raidd.yaml", "listen: [unix:nbd.sock]\ncontrol: file.sock\n")
+	code, _, errOut = raidd(t, append([]string{"serve", "--config", cfg}, members...)...)
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, `control: "file.sock" is not an absolute path (a relative one is taken from --control or RAIDD_CONTROL only)`)
+}
+
 func TestMemberLifecycle(t *testing.T) {
 	e := newEnv(t)
 	code, out, errOut := raidd(t, append([]string{"create", "--name", "r5", "--level", "5", "--chunk", "64KiB", "--size", "8MiB",

@@ -139,6 +139,13 @@ answered, members are synced and the arrays are marked clean. SIGHUP is ignored;
 			return err
 		}
 		cfg.Force = *force
+		// A control socket from --control or RAIDD_CONTROL may be relative
+		// to the working directory, as for raidd status, fail, ... and
+		// unix:PATH listen addresses; the file's must be absolute, like
+		// its members, since it does not say where it will be run.
+		if _, env := os.LookupEnv("RAIDD_CONTROL"); cfg.Control != "" && (env || cmd.Flags().Changed("control")) {
+			cfg.Control = absPath(cfg.Control)
+		}
 		if err := af.apply(cmd, cfg, members); err != nil {
 			return err
 		}

@@ -159,6 +159,9 @@ prints a snippet to paste.`,
 				}
 			}
 			m, err := openMember(p, false, false, *force)
+			if errors.Is(err, os.ErrNotExist) && fileSize == 0 {
+				err = fmt.Errorf("%s: %w; --size SIZE creates missing member files as sparse files of that size", p, os.ErrNotExist)
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -92,3 +92,16 @@ func TestCreateWarnsAboutSizes(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.NotContains(t, errOut, "differ in size", "6% is within the tolerance")
 }
+
+// TestCreateMissingMember: a member file that does not exist, without
+// --size, is refused with the flag that would create it.
+func TestCreateMissingMember(t *testing.T) {
+	e := newEnv(t)
+	paths := e.paths("m0.img", "m1.img")
+	code, _, errOut := raidd(t, append([]string{"create", "--name", "x", "--level", "1"}, paths...)...)
+	assert.Equal(t, exitError, code)
+	for _, p := range paths {
+		assert.Contains(t, errOut, p+": file does not exist; --size SIZE creates missing member files as sparse files of that size")
+	}
+	assert.NotContains(t, errOut, "stat ")
+}

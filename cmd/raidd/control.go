@@ -308,9 +308,9 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	var dev raid.Device
 	switch {
 	case op == "add" && need("path", req.Path):
-		dev, err = d.openNew(s, req.Path, req.Force)
+		dev, err = d.openNew(s, op, req.Path, req.Force)
 	case op == "replace" && need("old", req.Old) && need("new", req.New):
-		dev, err = d.openNew(s, req.New, req.Force)
+		dev, err = d.openNew(s, op, req.New, req.Force)
 	case op == "add" || op == "replace":
 		return // need answered
 	}
@@ -369,9 +369,9 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, memberReply{Message: msg, Array: arrayStatus{Export: s.cfg.exportName(), Status: st}})
 }
 
-// openNew opens a device for add or replace the way serve opens members:
-// exclusively locked, with the array's direct setting.
-func (d *daemon) openNew(s *servedArray, path string, force bool) (raid.Device, error) {
+// openNew opens a device for op, add or replace, the way serve opens
+// members: exclusively locked, with the array's direct setting.
+func (d *daemon) openNew(s *servedArray, op, path string, force bool) (raid.Device, error) {
 	if !filepath.IsAbs(path) {
 		return raid.Device{}, badRequest{fmt.Errorf("%q is not an absolute path", path)}
 	}
@@ -382,6 +382,9 @@ func (d *daemon) openNew(s *servedArray, path string, force bool) (raid.Device, 
 		return raid.Device{}, err
 	}
 	m, err := openMember(path, false, s.cfg.Direct, force)
+	if errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("%s: %w; %s takes an existing file or block device at least as large as the array's members (make a file first, e.g. truncate -s SIZE %s)", path, os.ErrNotExist, op, path)
+	}
 	if err != nil {
 		return raid.Device{}, badRequest{err}
 	}

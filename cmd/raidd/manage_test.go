@@ -258,9 +258,15 @@ func TestMemberLifecycle(t *testing.T) {
 	code, _, errOut = run("fail", "zz", cc)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `no array named "zz" is running (arrays: "r5")`)
-	code, _, errOut = run("add", "r5", filepath.Join(e.dir, "missing.img"))
+	// A device that does not exist is named, with what add and replace take.
+	missing := filepath.Join(e.dir, "missing.img")
+	code, _, errOut = run("add", "r5", missing)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "no such file or directory")
+	assert.Contains(t, errOut, missing+": file does not exist; add takes an existing file or block device at least as large as the array's members (make a file first, e.g. truncate -s SIZE "+missing+")")
+	code, _, errOut = run("replace", "r5", cc, missing)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, missing+": file does not exist; replace takes an existing file or block device")
+	assert.NotContains(t, errOut, "stat ")
 	code, _, errOut = run("add", "r5", dd) // already a member, held by this daemon
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "is already active")

@@ -329,9 +329,23 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, newest.dev.Path, err)
 	}
-	rebuildHint := func(path string) string {
+	rebuildHint := func(c candidate) string {
+		path := c.dev.Path
 		if geo.Tolerance() == 0 {
 			return geo.Level().String() + " cannot rebuild a member: if its data is intact, start the array with 'raidd serve --force-assemble'"
+		}
+		for _, mi := range nm.Members {
+			if mi.UUID == c.meta.MemberUUID || mi.Role != c.meta.Role || c.meta.Role < 0 ||
+				(mi.State != superblock.MemberActive && mi.State != superblock.MemberRebuilding) {
+				continue
+			}
+			holder := superblock.FormatUUID(mi.UUID)
+			for _, o := range cands {
+				if o.meta.MemberUUID == mi.UUID {
+					holder = o.dev.Path
+				}
+			}
+			return fmt.Sprintf("its role %d is held by %s now, so 'raidd add %s %s' makes it a spare, rebuilt in full when a role needs it", c.meta.Role, holder, nm.Name, path)
 		}
 		return fmt.Sprintf("re-add it with 'raidd add %s %s' (only regions written since it left are resynced when the write-intent bitmap covers them)", nm.Name, path)
 	}
@@ -359,10 +373,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			reason = fmt.Sprintf("split brain: it records %s (the newest member) as failed, so their contents diverged; check which copy holds your data, then re-add this one with 'raidd add %s %s'", newest.dev.Path, nm.Name, c.dev.Path)
 		case meta.Members[i].State == superblock.MemberFailed || meta.Members[i].State == superblock.MemberRemoved:
 			reason = fmt.Sprintf("stale: the newest superblock (event %d) records it as %s; its data is out of date", nm.Events, meta.Members[i].State)
-			advice = ": " + rebuildHint(c.dev.Path)
+			advice = ": " + rebuildHint(c)
 		case c.meta.Events+1 < nm.Events:
 			reason = fmt.Sprintf("stale: event counter %d is behind %d", c.meta.Events, nm.Events)
-			advice = "; " + rebuildHint(c.dev.Path)
+			advice = "; " + rebuildHint(c)
 		case !sameGeometry(c.meta, nm):
 			reason = fmt.Sprintf("geometry differs from the newest member's; rebuild it with 'raidd add %s %s'", nm.Name, c.dev.Path)
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():

@@ -130,6 +130,33 @@ func TestReAddFallsBackToFullRebuild(t *testing.T) {
 	requireContent(t, a, want, "rebuilt member serving alone")
 }
 
+// TestStaleNoteWhenRoleIsTaken: a member whose role a spare took over is
+// stale at the next start, and its note says so: adding it makes it a
+// spare, rebuilt in full, not the re-add of only the regions written since
+// it left that a stale member's note promises otherwise.
+func TestStaleNoteWhenRoleIsTaken(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(3, memberSizeFor(chunk, 16))
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs[:2], raid.CreateOptions{Name: "taken", Level: stripe.RAID1, Chunk: chunk, BitmapRegion: 4 * chunk, Spares: r.devs[2:]}, opts)
+	require.NoError(t, err)
+	fill(t, a, 13)
+	require.NoError(t, a.FailMember(r.devs[1].Path)) // the spare takes role 1
+	waitIdle(t, a)
+	require.NoError(t, a.Close())
+	a, err = raid.Assemble(r.devs, opts)
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	note := ""
+	for _, d := range a.Status().Devices {
+		if d.Path == r.devs[1].Path {
+			note = d.Note
+		}
+	}
+	assert.Contains(t, note, "its role 1 is held by "+r.devs[2].Path+" now")
+	assert.NotContains(t, note, "only regions written since it left are resynced")
+}
+
 // TestReAddNeedsNoRunningJob: while another role is being rebuilt, a
 // re-add is refused with what to do, not silently turned into a spare.
 func TestAddHeldMemberIsBusy(t *testing.T) {

@@ -17,6 +17,32 @@ import (
 // names the member that holds the role, or, when none does, the failed
 // member that last held it. Callers hold commitMu or cfgMu (it only reads
 // the table).
+// failedInRoleLocked finds the failed member entry of role r, as
+// findLocked does (ok false: there is none).
+func (a *Array) failedInRoleLocked(r int) (i int, s *slot, err error, ok bool) {
+	var found []int
+	for i, mi := range a.meta.Members {
+		if int(mi.Role) == r && mi.State == superblock.MemberFailed {
+			found = append(found, i)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return 0, nil, nil, false
+	case 1:
+		mi := a.meta.Members[found[0]]
+		if d := a.deadSlotLocked(mi.UUID); d != nil {
+			return -1, d, nil, true
+		}
+		return found[0], a.slots[mi.UUID], nil, true
+	}
+	var names []string
+	for _, i := range found {
+		names = append(names, a.memberNameLocked(a.meta.Members[i].UUID))
+	}
+	return 0, nil, fmt.Errorf("%w: role %d of %q was held by several failed members (%s); name one by path or uuid", ErrNoMember, r, a.meta.Name, strings.Join(names, ", ")), true
+}
+
 func (a *Array) findLocked(id string) (int, *slot, error) {
 	for i, mi := range a.meta.Members {
 		s := a.slots[mi.UUID]
@@ -35,26 +61,8 @@ func (a *Array) findLocked(id string) (int, *slot, error) {
 				return i, a.slots[mi.UUID], nil
 			}
 		}
-		var found []int
-		for i, mi := range a.meta.Members {
-			if int(mi.Role) == r && mi.State == superblock.MemberFailed {
-				found = append(found, i)
-			}
-		}
-		switch len(found) {
-		case 1:
-			mi := a.meta.Members[found[0]]
-			if d := a.deadSlotLocked(mi.UUID); d != nil {
-				return -1, d, nil
-			}
-			return found[0], a.slots[mi.UUID], nil
-		case 0:
-		default:
-			var names []string
-			for _, i := range found {
-				names = append(names, a.memberNameLocked(a.meta.Members[i].UUID))
-			}
-			return 0, nil, fmt.Errorf("%w: role %d of %q was held by several failed members (%s); name one by path or uuid", ErrNoMember, r, a.meta.Name, strings.Join(names, ", "))
+		if i, s, err, ok := a.failedInRoleLocked(r); ok {
+			return i, s, err
 		}
 	}
 	for _, s := range a.dead {
@@ -196,6 +204,19 @@ func (a *Array) RemoveMember(id string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if r, rerr := strconv.Atoi(id); rerr == nil && i >= 0 {
+		// A role names its active member (fail's target), which cannot
+		// be removed; the member to remove is the one that failed in it
+		// (its role since taken by a spare or a re-add).
+		if st := a.meta.Members[i].State; st == superblock.MemberActive || st == superblock.MemberRebuilding {
+			if fi, fs, ferr, ok := a.failedInRoleLocked(r); ok {
+				if ferr != nil {
+					return ferr
+				}
+				i, s = fi, fs
+			}
+		}
 	}
 	if i < 0 { // a stale device: close it and forget its failed entry
 		for k, d := range a.dead {

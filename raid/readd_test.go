@@ -157,6 +157,32 @@ func TestStaleNoteWhenRoleIsTaken(t *testing.T) {
 	assert.NotContains(t, note, "only regions written since it left are resynced")
 }
 
+// TestRemoveByRoleTakesTheFailedEntry: once a spare holds role 1, the
+// member that failed in it is removed by naming the role: the active
+// holder cannot be removed, so the role means the failed entry (it used to
+// answer "fail it first" about the healthy holder).
+func TestRemoveByRoleTakesTheFailedEntry(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(3, memberSizeFor(chunk, 16))
+	a, err := raid.Create(r.devs[:2], raid.CreateOptions{Name: "role", Level: stripe.RAID1, Chunk: chunk, Spares: r.devs[2:]}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	want := fill(t, a, 14)
+	require.NoError(t, a.FailMember(r.devs[1].Path))
+	waitIdle(t, a)
+	require.NoError(t, a.RemoveMember("1"))
+	st := a.Status()
+	for _, d := range st.Devices {
+		assert.NotEqual(t, r.devs[1].Path, d.Path, "the failed member is gone")
+		if d.Path == r.devs[2].Path {
+			assert.Equal(t, "active", d.State, "the role's holder stays")
+		}
+	}
+	assert.False(t, st.Degraded)
+	require.ErrorIs(t, a.RemoveMember("1"), raid.ErrBusy, "with no failed entry left, the role names its active holder")
+	requireContent(t, a, want, "after the remove")
+}
+
 // TestReAddNeedsNoRunningJob: while another role is being rebuilt, a
 // re-add is refused with what to do, not silently turned into a spare.
 func TestAddHeldMemberIsBusy(t *testing.T) {

@@ -490,7 +490,7 @@ func (a *Array) addSpare(dev Device, force bool) (*slot, error) {
 		return nil, ErrReadOnly
 	}
 	if a.geo.Tolerance() == 0 {
-		return nil, fmt.Errorf("%w: %s has no redundancy, so a spare could never be used", ErrBusy, a.geo.Level())
+		return nil, fmt.Errorf("%w: %s has no redundancy, so a spare could never be used, and a member cannot be rebuilt; a member recorded as failed whose data is intact comes back only by a forced start: stop raidd, then 'raidd serve --force-assemble' (or 'raidd assemble --force MEMBER...' before 'raidd serve')", ErrBusy, a.geo.Level())
 	}
 	for _, s := range a.slots {
 		if s.path == dev.Path {

@@ -113,7 +113,7 @@ func TestShrunkMemberComesBackInFull(t *testing.T) {
 	const chunk, size, written = 64 << 10, 9 << 20, 8 << 20
 	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
 	fa := newFileArray(t, 3, raid.CreateOptions{Name: "shrink", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts, written, 8)
-	a, paths, open, openOne, want := fa.a, fa.paths, fa.open, fa.openOne, fa.want
+	a, paths, want := fa.a, fa.paths, fa.want
 	waitBitmapClean(t, a)
 
 	const victim = 2
@@ -125,20 +125,30 @@ func TestShrunkMemberComesBackInFull(t *testing.T) {
 	require.True(t, a.Status().Degraded, "the short member failed")
 	require.NoError(t, a.Close())
 
-	require.NoError(t, os.Truncate(paths[victim], size)) // the operator restores its size
-	a, err = raid.Assemble(open(), opts)
+	restoreAndAdd(t, fa, victim, size, opts)
+}
+
+// restoreAndAdd restores the size of fa's member victim, which the array
+// lost for being short, starts the array and adds the member back: it
+// must be rebuilt in full (not re-added), and then serve for a lost member
+// with every byte written.
+func restoreAndAdd(t *testing.T, fa *fileArray, victim int, size int64, opts raid.Options) {
+	t.Helper()
+	require.NoError(t, os.Truncate(fa.paths[victim], size)) // the operator restores its size
+	a, err := raid.Assemble(fa.open(), opts)
 	require.NoError(t, err)
 	defer func() { checkAndClose(t, a) }()
-	require.NoError(t, a.Release(paths[victim]))
-	require.NoError(t, a.AddMember(openOne(paths[victim]), false))
+	require.NoError(t, a.Release(fa.paths[victim]))
+	require.NoError(t, a.AddMember(fa.openOne(fa.paths[victim]), false))
 	st := waitIdle(t, a)
 	require.False(t, st.Degraded)
 	require.NotNil(t, st.LastRecovery)
 	assert.Equal(t, "rebuild", st.LastRecovery.Kind, "a full rebuild, not a re-add: %+v", st.History)
-	require.NoError(t, a.FailMember(paths[0]))
+	require.NoError(t, a.FailMember(fa.paths[0]))
+	got := make([]byte, len(fa.want))
 	_, err = a.ReadAt(got, 0)
 	require.NoError(t, err)
-	assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
+	assert.True(t, bytes.Equal(fa.want, got), "the rebuilt member serves for a lost one")
 }
 
 // TestShortAtStartComesBackInFull: the same, for a member truncated while
@@ -158,7 +168,7 @@ func TestShortAtStartComesBackInFull(t *testing.T) {
 				n = 2
 			}
 			fa := newFileArray(t, n, raid.CreateOptions{Name: "short", Level: level, Chunk: chunk, BitmapRegion: 4 * chunk}, opts, written, 9)
-			a, paths, open, openOne, want := fa.a, fa.paths, fa.open, fa.openOne, fa.want
+			a, paths, open, openOne := fa.a, fa.paths, fa.open, fa.openOne
 			waitBitmapClean(t, a)
 			require.NoError(t, a.Close())
 
@@ -173,21 +183,7 @@ func TestShortAtStartComesBackInFull(t *testing.T) {
 			assert.Contains(t, err.Error(), "bytes; the array needs")
 			require.NoError(t, a.Close())
 
-			require.NoError(t, os.Truncate(paths[victim], size)) // the operator restores its size
-			a, err = raid.Assemble(open(), opts)
-			require.NoError(t, err)
-			defer func() { checkAndClose(t, a) }()
-			require.NoError(t, a.Release(paths[victim]))
-			require.NoError(t, a.AddMember(openOne(paths[victim]), false))
-			st := waitIdle(t, a)
-			require.False(t, st.Degraded)
-			require.NotNil(t, st.LastRecovery)
-			assert.Equal(t, "rebuild", st.LastRecovery.Kind, "a full rebuild, not a re-add: %+v", st.History)
-			require.NoError(t, a.FailMember(paths[0]))
-			got := make([]byte, written)
-			_, err = a.ReadAt(got, 0)
-			require.NoError(t, err)
-			assert.True(t, bytes.Equal(want, got), "the rebuilt member serves for a lost one")
+			restoreAndAdd(t, fa, victim, size, opts)
 		})
 	}
 }

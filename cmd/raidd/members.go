@@ -51,21 +51,32 @@ type lockedMember struct {
 	lock    *os.File
 	backing *os.File // the loop device's backing file, locked; or nil
 	claim   *claim   // nil when read-only
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Close releases the claim, closes the member, then releases the locks.
+// Only the first call does; later ones return its result. Both an array
+// and its caller may close a device (raid.Assemble closes the devices on
+// some of its error paths, and serve then closes every device it opened):
+// a second release of the claim used to panic, and took down every array
+// served.
 func (m *lockedMember) Close() error {
-	if m.claim != nil {
-		m.claim.release()
-	}
-	err := m.File.Close()
-	if cerr := m.lock.Close(); err == nil {
-		err = cerr
-	}
-	if m.backing != nil {
-		_ = m.backing.Close()
-	}
-	return err
+	m.closeOnce.Do(func() {
+		if m.claim != nil {
+			m.claim.release()
+		}
+		err := m.File.Close()
+		if cerr := m.lock.Close(); err == nil {
+			err = cerr
+		}
+		if m.backing != nil {
+			_ = m.backing.Close()
+		}
+		m.closeErr = err
+	})
+	return m.closeErr
 }
 
 // openMember opens path as a member and locks it. readOnly opens it with

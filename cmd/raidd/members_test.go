@@ -55,6 +55,9 @@ func TestMemberClaim(t *testing.T) {
 		require.NoError(t, m.Close())
 		_, err = readHolder(t, path)
 		assert.ErrorIs(t, err, superblock.ErrNoInUse, "Close clears the claim")
+		// A second Close (raid.Assemble closes devices on some error
+		// paths, and serve closes all it opened) must not panic.
+		assert.NotPanics(t, func() { _ = m.Close() }, "a second Close")
 		ro, err := openMember(path, true, false, false)
 		require.NoError(t, err)
 		_, err = readHolder(t, path)

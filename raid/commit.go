@@ -3,6 +3,7 @@ package raid
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -238,11 +239,13 @@ func (a *Array) recordLostOnOwnHeaderLocked(s *slot, shrunkOnly bool) {
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Mode().IsRegular() && st.Size() < superblock.HeaderSize {
+	// A block device's size is its end (fstat says 0): a loop device
+	// shrinks with its backing file ('losetup -c').
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil || size < superblock.HeaderSize {
 		return // shrunk into its header, which is lost anyway
 	}
-	if shrunkOnly && (!st.Mode().IsRegular() || st.Size() >= s.dev.Size()) {
+	if shrunkOnly && size >= s.dev.Size() {
 		return // not shrunk
 	}
 	meta := a.meta.Clone()

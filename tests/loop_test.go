@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,65 @@ func testLoopDevices(t *testing.T, lc levelCase) {
 		assertSameBytes(t, want, got, "with two loop devices left out")
 		srv.stopOK(t)
 	}
+}
+
+// TestShrunkLoopMemberComesBackInFull: a loop device member shrinks while
+// served (its backing file truncated, then 'losetup -c'): raidd fails it
+// and serves from parity. Grown back and added again, it must be rebuilt
+// in full: its tail was destroyed. The record that says so goes onto its
+// own superblock, which used to be written for regular files only (a
+// block device's fstat size is 0), so the add re-added it with a resync
+// of the regions written since, trusted the zeroed tail, and the export
+// then read back wrong bytes with the member serving.
+func TestShrunkLoopMemberComesBackInFull(t *testing.T) {
+	t.Parallel()
+	requireBinary(t)
+	requireTool(t, "losetup", "nbdcopy", "truncate")
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root")
+	}
+	const name = "loopshrink"
+	dir := t.TempDir()
+	var devs, files []string
+	for i := range 4 {
+		f := filepath.Join(dir, fmt.Sprintf("loop%d.img", i))
+		require.NoError(t, os.WriteFile(f, nil, 0o600))
+		require.NoError(t, os.Truncate(f, 64<<20))
+		files = append(files, f)
+		devs = append(devs, attachLoop(t, f))
+	}
+	mustRaidd(t, append([]string{"create", "--name", name, "--level", "5", "--chunk", testChunk, "--bitmap-region", "4M"}, devs...)...)
+	srv := serve(t, devs...)
+	uri := srv.uri(name)
+	st := srv.status(t, name)
+	src, want := writeRandomFile(t, dir, int(st.Size), 501)
+	mustRun(t, "nbdcopy", "--flush", src, uri)
+	pollUntil(t, 20*time.Second, "the bitmap is cleaned after the writes", func() bool {
+		rs := srv.recoveryStatus(t, name)
+		return rs.Bitmap != nil && rs.Bitmap.Dirty == 0
+	})
+
+	mustRun(t, "truncate", "-s", "32M", files[1])
+	mustRun(t, "losetup", "-c", devs[1])
+	got, _ := readExport(t, uri, len(want)) // meets the short member and fails it
+	assertSameBytes(t, want, got, "served from parity while the member is short")
+	failed := false
+	for _, d := range srv.status(t, name).Devices {
+		failed = failed || (d.Path == devs[1] && d.State == "failed")
+	}
+	require.True(t, failed, "the shrunk loop member is failed")
+
+	mustRun(t, "truncate", "-s", "64M", files[1])
+	mustRun(t, "losetup", "-c", devs[1])
+	mustRaidd(t, "remove", "--control", srv.ctrl, name, devs[1])
+	mustRaidd(t, "add", "--control", srv.ctrl, name, devs[1])
+	fin := waitRecovery(t, srv, name, nil)
+	require.False(t, fin.Degraded, "%+v", fin.Devices)
+	rs := srv.recoveryStatus(t, name)
+	require.NotNil(t, rs.LastRecovery)
+	assert.Equal(t, "rebuild", rs.LastRecovery.Kind, "a full rebuild, not a re-add")
+	mustRaidd(t, "fail", "--control", srv.ctrl, name, devs[2])
+	got, _ = readExport(t, uri, len(want))
+	assertSameBytes(t, want, got, "the rebuilt loop member serving for a lost one")
+	srv.stopOK(t)
 }

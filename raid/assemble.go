@@ -286,6 +286,9 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	for _, d := range devs {
 		m, err := superblock.Read(d.Member)
 		switch {
+		case d.Member.Size() == 0:
+			unread = append(unread, d)
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s is empty (0 bytes): a loop device that is not set up ('losetup -a' lists those that are), or an empty file; check the path, or attach the member's backing file again ('losetup --find --show FILE')", ErrNotMember, d.Path))
 		case errors.Is(err, superblock.ErrNoMagic):
 			unread = append(unread, d)
 			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; check the path, or, if it was a member whose header was wiped, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add', which rebuilds it", ErrNotMember, d.Path))

@@ -218,6 +218,21 @@ func TestAssembleNamesTheReusedMemberForeign(t *testing.T) {
 	}
 }
 
+// TestAssembleNamesAnEmptyDevice: a member path that is empty (a loop
+// device not set up, after a reboot) is named as such, not as a member
+// whose header was wiped.
+func TestAssembleNamesAnEmptyDevice(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(2, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "empty", Level: stripe.RAID0, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	_, err = raid.Assemble([]raid.Device{r.devs[0], {Path: "/dev/loop7", Member: member.NewMemory(0)}}, raid.Options{CleanDelay: -1})
+	require.ErrorIs(t, err, raid.ErrNotMember)
+	assert.Contains(t, err.Error(), "/dev/loop7 is empty (0 bytes): a loop device that is not set up")
+	assert.NotContains(t, err.Error(), "header was wiped")
+}
+
 // TestForceAssembleRAID0: a RAID0 whose member was recorded as failed
 // (by an operator here; by an older raidd after one I/O error) starts
 // again when forced, with all its data.

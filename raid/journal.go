@@ -1773,7 +1773,7 @@ func (j *journal) open(replay bool) error {
 	op.v = v
 	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot.Load()))
 	if op.failed != 0 {
-		return fmt.Errorf("%w: write the log headers: %w", ErrJournal, op.memberErrors())
+		return fmt.Errorf("%w: write the log headers: %w; a member that refuses writes cannot keep the log: start the array without it (it starts degraded if its level allows) and add it back with 'raidd add' once it takes writes", ErrJournal, op.memberErrors())
 	}
 	return nil
 }

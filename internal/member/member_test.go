@@ -84,6 +84,13 @@ func loopDevice(t *testing.T, size int64) string {
 			t.Errorf("losetup --detach %s: %v: %s", dev, err, out)
 		}
 	})
+	// A loop device keeps the request size limit its last user set
+	// (max_sectors_kb: a tuning experiment, an audit): the tests that
+	// count merged requests need the device's own.
+	q := "/sys/block/" + filepath.Base(dev) + "/queue/"
+	if hw, err := os.ReadFile(q + "max_hw_sectors_kb"); err == nil {
+		_ = os.WriteFile(q+"max_sectors_kb", hw, 0)
+	}
 	return dev
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raidd/raidd/internal/member"
+	"github.com/raidd/raidd/internal/member/membertest"
 	"github.com/raidd/raidd/raid"
 	"github.com/raidd/raidd/raid/superblock"
 	"github.com/raidd/raidd/stripe"
@@ -231,6 +232,50 @@ func TestAssembleNamesAnEmptyDevice(t *testing.T) {
 	require.ErrorIs(t, err, raid.ErrNotMember)
 	assert.Contains(t, err.Error(), "/dev/loop7 is empty (0 bytes): a loop device that is not set up")
 	assert.NotContains(t, err.Error(), "header was wiped")
+}
+
+// TestStartWithReadOnlyMemberParityLog: a RAID5 or RAID6 with the
+// write-hole log whose member refuses writes at start (a block device
+// made read-only) starts degraded with that member failed, as an array
+// without the log does when the member refuses its superblock: writing the
+// log's headers at start used to refuse the whole array. It then takes
+// writes and serves every byte.
+func TestStartWithReadOnlyMemberParityLog(t *testing.T) {
+	for _, tc := range []struct {
+		level stripe.Level
+		n     int
+	}{{stripe.RAID5, 4}, {stripe.RAID6, 5}} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			const chunk = 16 << 10
+			r := newRig(tc.n, memberSizeFor(chunk, 16))
+			for i := range r.devs {
+				tg := membertest.NewToggle(membertest.OpFilter(membertest.Always(), membertest.OpWrite))
+				r.toggles[i] = tg
+				r.devs[i].Member = keep{membertest.Inject(r.mem[i], tg)}
+			}
+			opts := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "ro", Level: tc.level, Chunk: chunk}, opts)
+			require.NoError(t, err)
+			want := fill(t, a, 26)
+			require.NoError(t, a.Close())
+
+			r.toggles[1].On() // member 1 now refuses every write
+			a, err = raid.Assemble(r.devs, opts)
+			require.NoError(t, err, "one member that refuses writes: start degraded")
+			defer func() { checkAndClose(t, a) }()
+			st := a.Status()
+			require.True(t, st.Degraded)
+			require.False(t, st.Failed)
+			for _, d := range st.Devices {
+				if d.Path == r.devs[1].Path {
+					assert.Equal(t, "failed", d.State)
+				}
+			}
+			requireContent(t, a, want, "degraded start")
+			writeEnds(t, a, want, 'r')
+			requireContent(t, a, want, "after writes")
+		})
+	}
 }
 
 // TestForceAssembleRAID0: a RAID0 whose member was recorded as failed

@@ -1773,7 +1773,18 @@ func (j *journal) open(replay bool) error {
 	op.v = v
 	j.syncAll(op, v, encodeLogHeader(j.uuid, j.epoch, j.slot.Load()))
 	if op.failed != 0 {
-		return fmt.Errorf("%w: write the log headers: %w; a member that refuses writes cannot keep the log: start the array without it (it starts degraded if its level allows) and add it back with 'raidd add' once it takes writes", ErrJournal, op.memberErrors())
+		a := j.a
+		if lost := ^v.readable&fullMask(v.geo.Members()) | op.failed; a.redundant() && v.geo.Survives(lost) {
+			// A member that refuses writes (a read-only device) fails
+			// here, as it would at its superblock's write, and the array
+			// starts degraded: the first write after the start
+			// checkpoints the log on the View without it.
+			a.lockConfig()
+			a.markFailedLocked(v, op.failed, op.errs[:])
+			a.unlockConfig()
+			return nil
+		}
+		return fmt.Errorf("%w: write the log headers: %w; a member that refuses writes cannot keep the log, and the array cannot start without it", ErrJournal, op.memberErrors())
 	}
 	return nil
 }

@@ -358,6 +358,9 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		dead      []*slot
 		deadCands []candidate
 		short     []*slot // left out for being smaller than the array needs
+		// members in sync at the newest event left out for their size,
+		// with how to bring them back
+		shortInSync = map[[16]byte]string{}
 	)
 	index := map[[16]byte]int{}
 	bare := map[*slot]string{} // a left-out member's reason without its advice
@@ -383,8 +386,13 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		case !sameGeometry(c.meta, nm):
 			reason = fmt.Sprintf("geometry differs from the newest member's; rebuild it with 'raidd add %s %s'", nm.Name, c.dev.Path)
 		case int64(nm.DataOffset+nm.DataSize) > c.dev.Member.Size():
-			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d): its data past the end is lost, so it comes back only by a full rebuild", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
+			reason = fmt.Sprintf("device is %d bytes, smaller than the array needs (%d): its data past that end cannot be read (lost, if its file was truncated; a loop device attached with a size limit shows less than its file holds), so it comes back by a full rebuild", c.dev.Member.Size(), nm.DataOffset+nm.DataSize)
 			short = append(short, s)
+			if known && meta.Members[i].State == superblock.MemberActive && c.meta.Events+1 >= nm.Events {
+				// In sync but too small: a forced start must not trust
+				// members that left before it in its place.
+				shortInSync[c.meta.MemberUUID] = fmt.Sprintf("was left out (%s: %s): give it its whole size again (a loop device: attach its whole file)", c.dev.Path, reason)
+			}
 		}
 		if reason != "" {
 			s.note = reason + advice
@@ -404,11 +412,14 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	// Members the newest table records in sync that were not given at all
 	// (missingRoles records them failed): a forced start must not trust
 	// members in their place that left before them (absentInSync).
-	absent := map[[16]byte]bool{}
+	absent := map[[16]byte]string{}
 	for _, mi := range meta.Members {
 		if mi.State == superblock.MemberActive && slots[mi.UUID] == nil {
-			absent[mi.UUID] = true
+			absent[mi.UUID] = "is not among the members given: supply it (its superblock names it; 'raidd examine DEVICE' shows a device's member UUID)"
 		}
+	}
+	for u, how := range shortInSync {
+		absent[u] = how
 	}
 	missing, why := missingRoles(meta, slots)
 	forced := false
@@ -760,7 +771,7 @@ func missingRoles(meta *superblock.Meta, slots map[[16]byte]*slot) (uint64, []st
 // while the array still ran and missed writes it acknowledged. It returns
 // indexes into dead, or an error wrapping ErrDiverged or ErrCannotStart
 // saying why no safe choice exists.
-func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64, absent map[[16]byte]bool, acceptLoss bool) ([]int, error) {
+func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64, absent map[[16]byte]string, acceptLoss bool) ([]int, error) {
 	var (
 		ok       []int
 		refusals []string
@@ -811,7 +822,7 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 		if missing&r == 0 {
 			continue // two candidates for one role: the fresher one was taken
 		}
-		if len(chosen) > 0 && cands[k].meta.Events < cands[chosen[0]].meta.Events {
+		if len(chosen) > 0 && cands[k].meta.Events < cands[chosen[0]].meta.Events && !leftAsItFailed(geo, cands[k].meta, cands[chosen[0]].meta) {
 			behind = append(behind, fmt.Sprintf("%s (event %d)", dead[k].path, cands[k].meta.Events))
 			continue
 		}
@@ -842,12 +853,13 @@ type absentInSyncError struct {
 	role   int
 	uuid   [16]byte
 	events uint64
+	how    string   // why it is missing, and how to bring it back
 	forced []string // the members a forced start would trust, with their events
 }
 
 func (e *absentInSyncError) Error() string {
-	return fmt.Sprintf("role %d's member %s was in sync at event %d, the newest, and is not among the members given: supply it (its superblock names it; 'raidd examine DEVICE' shows a device's member UUID). Trusting %s in its place would lose the writes the array acknowledged after they left. Only if that member is lost for good: 'raidd assemble --force --accept-loss MEMBER...' starts %q without it, trusting them and losing those writes",
-		e.role, superblock.FormatUUID(e.uuid), e.events, strings.Join(e.forced, ", "), e.name)
+	return fmt.Sprintf("role %d's member %s was in sync at event %d, the newest, and %s. Trusting %s in its place would lose the writes the array acknowledged after they left. Only if that member is lost for good: 'raidd assemble --force --accept-loss MEMBER...' starts %q without it, trusting them and losing those writes",
+		e.role, superblock.FormatUUID(e.uuid), e.events, e.how, strings.Join(e.forced, ", "), e.name)
 }
 
 func (e *absentInSyncError) Is(target error) bool { return target == ErrCannotStart }
@@ -855,19 +867,40 @@ func (e *absentInSyncError) Is(target error) bool { return target == ErrCannotSt
 // absentInSync returns an absentInSyncError when a role still missing
 // after forcing the chosen candidates belongs, in the newest member table,
 // to a member in sync that was not given (absent), or nil.
-func absentInSync(meta *superblock.Meta, absent map[[16]byte]bool, dead []*slot, cands []candidate, chosen []int, missing uint64) error {
+func absentInSync(meta *superblock.Meta, absent map[[16]byte]string, dead []*slot, cands []candidate, chosen []int, missing uint64) error {
 	if len(chosen) == 0 {
 		return nil
 	}
 	for _, mi := range meta.Members {
-		if !absent[mi.UUID] || mi.Role < 0 || missing&(1<<uint(mi.Role)) == 0 {
+		how, ok := absent[mi.UUID]
+		if !ok || mi.Role < 0 || missing&(1<<uint(mi.Role)) == 0 {
 			continue
 		}
-		e := &absentInSyncError{name: meta.Name, role: int(mi.Role), uuid: mi.UUID, events: meta.Events}
+		e := &absentInSyncError{name: meta.Name, role: int(mi.Role), uuid: mi.UUID, events: meta.Events, how: how}
 		for _, k := range chosen {
 			e.forced = append(e.forced, fmt.Sprintf("%s (event %d)", dead[k].path, cands[k].meta.Events))
 		}
 		return e
 	}
 	return nil
+}
+
+// leftAsItFailed reports whether the member whose last superblock is km
+// holds every write the array acknowledged although fresh, the freshest
+// member a forced start trusts, left after it: the commit that recorded
+// km's departure (the event after km's last) was fresh's last, and km's
+// own table shows that its departure left the array FAILED, so the array
+// acknowledged no write after it left. (Two members failed one after the
+// other on a RAID5: the second is as good as the first to trust.)
+func leftAsItFailed(geo stripe.Geometry, km, fresh *superblock.Meta) bool {
+	if km.Role < 0 || km.Events+1 < fresh.Events || !recordsFailed(fresh, km.MemberUUID) {
+		return false
+	}
+	var present uint64
+	for _, mi := range km.Members {
+		if mi.State == superblock.MemberActive && mi.Role >= 0 && mi.UUID != km.MemberUUID {
+			present |= 1 << uint(mi.Role)
+		}
+	}
+	return !geo.Survives(fullMask(geo.Members()) &^ present)
 }

@@ -278,6 +278,82 @@ func TestStartWithReadOnlyMemberParityLog(t *testing.T) {
 	}
 }
 
+// shortDev is a member that reports itself smaller than it is (a loop
+// device attached with a size limit).
+type shortDev struct {
+	raid.Member
+	size int64
+}
+
+func (d shortDev) Size() int64 { return d.size }
+
+// TestForceAssembleRefusesForShortInSyncMember: as for an absent member,
+// when the member that stayed in sync is given but too small now (a loop
+// device attached with the wrong size limit), a forced start must not
+// trust the member that failed before it and missed writes: it refuses,
+// says to give it its size back, and with it whole the array starts with
+// every byte.
+func TestForceAssembleRefusesForShortInSyncMember(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, memberSizeFor(chunk, 32))
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "short", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+	require.NoError(t, err)
+	want := fill(t, a, 27)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+	writeEnds(t, a, want, 's')
+	require.NoError(t, a.Close())
+
+	devs := append([]raid.Device(nil), r.devs...)
+	devs[0].Member = shortDev{r.devs[0].Member, r.mem[0].Size() / 2}
+	opts.ForceAssemble = true
+	_, err = raid.Assemble(devs, opts)
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "role 0's member")
+	assert.Contains(t, err.Error(), "was left out (mem0: device is")
+	assert.Contains(t, err.Error(), "give it its whole size again")
+
+	opts.ForceAssemble = false
+	a, err = raid.Assemble(r.devs, opts) // whole again: degraded, every byte
+	require.NoError(t, err)
+	requireContent(t, a, want, "with the member whole again")
+	require.NoError(t, a.Close())
+}
+
+// TestForceAssembleTrustsMembersThatFailedTogether: RAID5 member 1 fails,
+// the array takes writes, then member 2 is failed (the array is FAILED
+// from then on: no write is acknowledged) and member 3 after it. Members
+// 2 and 3 both hold every acknowledged write, so a forced start trusts
+// both (it used to refuse: member 2 left before member 3).
+func TestForceAssembleTrustsMembersThatFailedTogether(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, memberSizeFor(chunk, 32))
+	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "together", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
+	require.NoError(t, err)
+	want := fill(t, a, 28)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+	writeEnds(t, a, want, 't') // member 1 misses these
+	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
+	require.True(t, a.Status().Failed)
+	require.NoError(t, a.FailMemberChecked(r.devs[3].Path, true))
+	require.NoError(t, a.Close())
+
+	opts.ForceAssemble = true
+	a, err = raid.Assemble(r.devs, opts)
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	for _, d := range a.Status().Devices {
+		switch d.Path {
+		case r.devs[2].Path, r.devs[3].Path:
+			assert.Equal(t, "active", d.State, "%s is trusted", d.Path)
+		case r.devs[1].Path:
+			assert.Equal(t, "stale", d.State, "the member that missed writes is not")
+		}
+	}
+	requireContent(t, a, want, "forced, trusting the two that failed together")
+}
+
 // TestForceAssembleRAID0: a RAID0 whose member was recorded as failed
 // (by an operator here; by an older raidd after one I/O error) starts
 // again when forced, with all its data.

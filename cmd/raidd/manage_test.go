@@ -338,6 +338,15 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "spare", m.State)
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
+
+	// Restarted with the configuration unchanged, "two" still lists the
+	// moved device: it starts degraded without it instead of not at all.
+	d = start(t, "serve", "--config", cfg)
+	st := statusOf(t, e.control, "two")
+	assert.False(t, st.Failed, "%+v", st)
+	assert.True(t, st.Degraded)
+	assert.Contains(t, d.stderr.String(), "member of another array; assembling without it")
+	require.Equal(t, 0, d.stop(t), d.stderr.String())
 }
 
 func TestDemo(t *testing.T) {

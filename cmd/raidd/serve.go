@@ -653,16 +653,31 @@ func assembleArray(ac ArrayConfig, force, forceAssemble bool, log *slog.Logger, 
 			_ = d.Member.Close()
 		}
 	}
-	// Assembly writes superblocks, so refuse members of another array
-	// before it can touch them. Unreadable superblocks are left to
-	// Assemble, whose messages say what to do.
+	// Assembly writes superblocks, so members of another array are left
+	// out before it can touch them: the array starts without them
+	// (degraded, if its level allows), as without a member that is gone;
+	// a device moved to another array ('raidd remove', then 'raidd add
+	// --force' there) is then no reason to leave its old array down.
+	// Unreadable superblocks are left to Assemble, whose messages say
+	// what to do.
+	kept := devs[:0]
+	for _, d := range devs {
+		m, err := superblock.Read(d.Member)
+		if err == nil && m.Name != ac.Name {
+			ferr := fmt.Errorf("%s belongs to array %q (uuid %s), not %q; take it out of %q's member list (or fix the array name)",
+				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name, ac.Name)
+			log.Warn("member of another array; assembling without it", "array", ac.Name, "path", d.Path, "err", ferr)
+			absents = append(absents, ferr)
+			_ = d.Member.Close()
+			continue
+		}
+		kept = append(kept, d)
+	}
+	devs = kept
 	for _, d := range devs {
 		m, err := superblock.Read(d.Member)
 		switch {
 		case err != nil:
-		case m.Name != ac.Name:
-			errs = append(errs, fmt.Errorf("%s belongs to array %q (uuid %s), not %q; fix the array name or the member list",
-				d.Path, m.Name, superblock.FormatUUID(m.ArrayUUID), ac.Name))
 		case ac.ConsistencyPolicy != "" && raid.ConsistencyPolicyOf(m) != raid.CanonicalConsistencyPolicy(ac.ConsistencyPolicy):
 			errs = append(errs, fmt.Errorf("%s: array %q was created with consistency policy %s, and the configuration says %s; the policy is chosen at create time ('raidd create --consistency-policy'): fix consistency_policy or remove it",
 				d.Path, ac.Name, raid.ConsistencyPolicyOf(m), ac.ConsistencyPolicy))

@@ -114,6 +114,12 @@ func (a *Array) commitLocked() error {
 			wasRebuilding := mi.State == superblock.MemberRebuilding
 			inRole := mi.State == superblock.MemberActive || wasRebuilding
 			mi.State = superblock.MemberFailed
+			if wasRebuilding && a.meta.RebuildRole == mi.Role {
+				// As markFailedLocked: a rebuild target that failed takes
+				// its rebuild record with it (a spare claimed onto a
+				// device that refuses writes, before its job started).
+				a.meta.RebuildRole, a.meta.RebuildCheckpoint = -1, 0
+			}
 			w.s.note = "superblock write failed"
 			lost = append(lost, w.s)
 			a.event(Event{Kind: EventMemberFailed, Role: int(mi.Role), Path: w.s.path, Detail: w.s.note})

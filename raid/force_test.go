@@ -60,6 +60,26 @@ func TestRAID0MemberErrorIsPerRequest(t *testing.T) {
 	require.NoError(t, a.Close())
 }
 
+// raid5MissedWrites creates a RAID5 of 4 rig members (16 KiB chunks,
+// bitmap regions of 4 chunks), fills it (seed), waits for the bitmap to be
+// clean, fails member 1 and writes both ends of the array with byte b,
+// which member 1 then misses. want holds the array's bytes.
+func raid5MissedWrites(t *testing.T, name string, seed int64, b byte) (r *rig, a *raid.Array, want []byte, opts raid.Options) {
+	t.Helper()
+	r = newRig(4, memberSizeFor(raid5Chunk, 32))
+	opts = raid.Options{CleanDelay: 10 * time.Millisecond}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: name, Level: stripe.RAID5, Chunk: raid5Chunk, BitmapRegion: 4 * raid5Chunk}, opts)
+	require.NoError(t, err)
+	want = fill(t, a, seed)
+	waitBitmapClean(t, a)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+	writeEnds(t, a, want, b)
+	return r, a, want, opts
+}
+
+// raid5Chunk is raid5MissedWrites' chunk size.
+const raid5Chunk = 16 << 10
+
 // TestForceAssembleAfterTwoFails: an operator fails two members of a
 // RAID5 (the second only with force); the array is failed and refuses to
 // start, naming the forced assembly that would work. Forced, it trusts
@@ -67,16 +87,8 @@ func TestRAID0MemberErrorIsPerRequest(t *testing.T) {
 // written, including what was written between the two fails. The member
 // failed first is stale and is re-added over the bitmap.
 func TestForceAssembleAfterTwoFails(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(4, memberSizeFor(chunk, 32))
-	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "force", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
-	require.NoError(t, err)
-	want := fill(t, a, 22)
-	waitBitmapClean(t, a)
-	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
-	writeEnds(t, a, want, 'm') // only members 0, 2 and 3 have this
-	err = a.FailMemberChecked(r.devs[2].Path, false)
+	r, a, want, opts := raid5MissedWrites(t, "force", 22, 'm') // only members 0, 2 and 3 have this
+	err := a.FailMemberChecked(r.devs[2].Path, false)
 	require.ErrorIs(t, err, raid.ErrWouldFail, "failing a second RAID5 member needs force")
 	require.False(t, a.Status().Failed)
 	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
@@ -140,16 +152,10 @@ func TestForceAssembleAfterTwoFails(t *testing.T) {
 // lost for good) forces it, and then serves the stale bytes it says it
 // would lose.
 func TestForceAssembleRefusesForAbsentInSyncMember(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(4, memberSizeFor(chunk, 32))
-	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "absent", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
-	require.NoError(t, err)
-	want := fill(t, a, 25)
-	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
-	writeEnds(t, a, want, 'w') // members 0, 2 and 3 have this; member 1 does not
+	r, a, want, opts := raid5MissedWrites(t, "absent", 25, 'w') // members 0, 2 and 3 have this; member 1 does not
+	const chunk = raid5Chunk
 	p := []byte(strings.Repeat("z", 100))
-	_, err = a.WriteAt(p, chunk) // row 0's chunk on member 1, which missed it
+	_, err := a.WriteAt(p, chunk) // row 0's chunk on member 1, which missed it
 	require.NoError(t, err)
 	old := append([]byte(nil), want[chunk:chunk+100]...)
 	copy(want[chunk:], p)
@@ -294,20 +300,13 @@ func (d shortDev) Size() int64 { return d.size }
 // says to give it its size back, and with it whole the array starts with
 // every byte.
 func TestForceAssembleRefusesForShortInSyncMember(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(4, memberSizeFor(chunk, 32))
-	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "short", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
-	require.NoError(t, err)
-	want := fill(t, a, 27)
-	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
-	writeEnds(t, a, want, 's')
+	r, a, want, opts := raid5MissedWrites(t, "short", 27, 's')
 	require.NoError(t, a.Close())
 
 	devs := append([]raid.Device(nil), r.devs...)
 	devs[0].Member = shortDev{r.devs[0].Member, r.mem[0].Size() / 2}
 	opts.ForceAssemble = true
-	_, err = raid.Assemble(devs, opts)
+	_, err := raid.Assemble(devs, opts)
 	require.ErrorIs(t, err, raid.ErrCannotStart)
 	assert.Contains(t, err.Error(), "role 0's member")
 	assert.Contains(t, err.Error(), "was left out (mem0: device is")
@@ -326,21 +325,14 @@ func TestForceAssembleRefusesForShortInSyncMember(t *testing.T) {
 // 2 and 3 both hold every acknowledged write, so a forced start trusts
 // both (it used to refuse: member 2 left before member 3).
 func TestForceAssembleTrustsMembersThatFailedTogether(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(4, memberSizeFor(chunk, 32))
-	opts := raid.Options{CleanDelay: 10 * time.Millisecond}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "together", Level: stripe.RAID5, Chunk: chunk, BitmapRegion: 4 * chunk}, opts)
-	require.NoError(t, err)
-	want := fill(t, a, 28)
-	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
-	writeEnds(t, a, want, 't') // member 1 misses these
+	r, a, want, opts := raid5MissedWrites(t, "together", 28, 't') // member 1 misses these
 	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
 	require.True(t, a.Status().Failed)
 	require.NoError(t, a.FailMemberChecked(r.devs[3].Path, true))
 	require.NoError(t, a.Close())
 
 	opts.ForceAssemble = true
-	a, err = raid.Assemble(r.devs, opts)
+	a, err := raid.Assemble(r.devs, opts)
 	require.NoError(t, err)
 	defer func() { checkAndClose(t, a) }()
 	for _, d := range a.Status().Devices {

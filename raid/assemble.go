@@ -620,8 +620,6 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	return a, nil
 }
 
-// newestOf returns the candidate with the highest event counter (the most
-// recent update on a tie).
 // majorityArray returns the candidates of the array most of them belong
 // to (by array UUID), or, between arrays with as many, of the one whose
 // member is newest. A device reused for another array since (its
@@ -652,6 +650,8 @@ func majorityArray(cands []candidate) []candidate {
 	return out
 }
 
+// newestOf returns the candidate with the highest event counter (the most
+// recent update on a tie).
 func newestOf(cands []candidate) candidate {
 	newest := cands[0]
 	for _, c := range cands[1:] {

@@ -350,6 +350,9 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			}
 			return fmt.Sprintf("its role %d is held by %s now, so 'raidd add %s %s' makes it a spare, rebuilt in full when a role needs it", c.meta.Role, holder, nm.Name, path)
 		}
+		if nm.BitmapRegion == 0 {
+			return fmt.Sprintf("'raidd add %s %s' rebuilds it in full (the array keeps no write-intent bitmap, so it cannot resync only what it missed)", nm.Name, path)
+		}
 		return fmt.Sprintf("re-add it with 'raidd add %s %s' (only regions written since it left are resynced when the write-intent bitmap covers them)", nm.Name, path)
 	}
 	meta := nm.Clone()

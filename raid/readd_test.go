@@ -157,6 +157,31 @@ func TestStaleNoteWhenRoleIsTaken(t *testing.T) {
 	assert.NotContains(t, note, "only regions written since it left are resynced")
 }
 
+// TestStaleNoteWithoutBitmap: on an array that keeps no write-intent
+// bitmap, a stale member's note says 'raidd add' rebuilds it in full; it
+// used to promise a resync of only the regions written since it left.
+func TestStaleNoteWithoutBitmap(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(2, memberSizeFor(chunk, 16))
+	opts := raid.Options{CleanDelay: -1}
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "nobitmap", Level: stripe.RAID1, Chunk: chunk, BitmapRegion: -1}, opts)
+	require.NoError(t, err)
+	fill(t, a, 15)
+	require.NoError(t, a.FailMember(r.devs[1].Path))
+	require.NoError(t, a.Close())
+	a, err = raid.Assemble(r.devs, opts)
+	require.NoError(t, err)
+	defer func() { checkAndClose(t, a) }()
+	note := ""
+	for _, d := range a.Status().Devices {
+		if d.Path == r.devs[1].Path {
+			note = d.Note
+		}
+	}
+	assert.Contains(t, note, "rebuilds it in full (the array keeps no write-intent bitmap")
+	assert.NotContains(t, note, "only regions written since it left are resynced")
+}
+
 // TestRemoveByRoleTakesTheFailedEntry: once a spare holds role 1, the
 // member that failed in it is removed by naming the role: the active
 // holder cannot be removed, so the role means the failed entry (it used to

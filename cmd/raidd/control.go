@@ -408,7 +408,7 @@ func (d *daemon) release(s *servedArray, path string) error {
 				continue
 			}
 			take := fmt.Sprintf("'raidd remove %s %s' first", x.cfg.Name, path)
-			if m.State != "failed" && m.State != "stale" && m.State != "removed" {
+			if m.State != "failed" && m.State != "stale" && m.State != "removed" && m.State != "spare" {
 				take = fmt.Sprintf("'raidd fail %s %s' (if %q can spare it) and 'raidd remove %s %s' first", x.cfg.Name, path, x.cfg.Name, x.cfg.Name, path)
 			}
 			return fmt.Errorf("%w: %s is a device of array %q of this raidd (%s): a device serves one array. Add another device to %q; or, to move this one, take it out of %q with %s, then add it here with --force (its superblock names %q, and its data is overwritten)",

@@ -300,11 +300,11 @@ func TestMemberLifecycle(t *testing.T) {
 func TestAddAnotherArraysDevice(t *testing.T) {
 	e := newEnv(t)
 	for _, a := range []struct{ name, level string }{{"one", "1"}, {"two", "1"}} {
-		code, _, errOut := raidd(t, append([]string{"create", "--name", a.name, "--level", a.level, "--size", "8MiB", "--log-level", "warn"},
-			e.paths(a.name+"0.img", a.name+"1.img")...)...)
+		code, _, errOut := raidd(t, append([]string{"create", "--name", a.name, "--level", a.level, "--size", "8MiB", "--log-level", "warn",
+			"--spare", e.paths(a.name + "s.img")[0]}, e.paths(a.name+"0.img", a.name+"1.img")...)...)
 		require.Equal(t, 0, code, errOut)
 	}
-	cfg := e.config(t, "", e.array("one", "", "one0.img", "one1.img"), e.array("two", "", "two0.img", "two1.img"))
+	cfg := e.config(t, "", e.array("one", "", "one0.img", "one1.img", "ones.img"), e.array("two", "", "two0.img", "two1.img", "twos.img"))
 	d := start(t, "serve", "--config", cfg)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
@@ -317,6 +317,13 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `is a device of array "two" of this raidd (active)`)
 	assert.NotContains(t, errOut, "to re-add or rebuild it, fail it first", "a re-add hint for another array's member")
+
+	// A spare of "two": removing it is enough, no fail first.
+	code, _, errOut = run("add", "one", e.paths("twos.img")[0])
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `is a device of array "two" of this raidd (spare)`)
+	assert.Contains(t, errOut, "'raidd remove two "+e.paths("twos.img")[0]+"' first")
+	assert.NotContains(t, errOut, "'raidd fail two")
 
 	// A failed member of "two": refused, and still "two"'s.
 	code, _, errOut = run("fail", "two", two1)
@@ -340,11 +347,13 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
 
 	// Restarted with the configuration unchanged, "two" still lists the
-	// moved device: it starts degraded without it instead of not at all.
+	// moved device: it starts without it (its spare took the role)
+	// instead of not at all.
 	d = start(t, "serve", "--config", cfg)
 	st := statusOf(t, e.control, "two")
 	assert.False(t, st.Failed, "%+v", st)
-	assert.True(t, st.Degraded)
+	_, listed := device(st, two1)
+	assert.False(t, listed, "the moved device is left out of its old array")
 	assert.Contains(t, d.stderr.String(), "member of another array; assembling without it")
 	require.Equal(t, 0, d.stop(t), d.stderr.String())
 }

@@ -130,6 +130,22 @@ func TestReAddFallsBackToFullRebuild(t *testing.T) {
 	requireContent(t, a, want, "rebuilt member serving alone")
 }
 
+// noteAfterRestart closes a, assembles devs again (closed at the test's
+// end) and returns the status note of the device at path.
+func noteAfterRestart(t *testing.T, a *raid.Array, devs []raid.Device, opts raid.Options, path string) string {
+	t.Helper()
+	require.NoError(t, a.Close())
+	a, err := raid.Assemble(devs, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { checkAndClose(t, a) })
+	for _, d := range a.Status().Devices {
+		if d.Path == path {
+			return d.Note
+		}
+	}
+	return ""
+}
+
 // TestStaleNoteWhenRoleIsTaken: a member whose role a spare took over is
 // stale at the next start, and its note says so: adding it makes it a
 // spare, rebuilt in full, not the re-add of only the regions written since
@@ -143,16 +159,7 @@ func TestStaleNoteWhenRoleIsTaken(t *testing.T) {
 	fill(t, a, 13)
 	require.NoError(t, a.FailMember(r.devs[1].Path)) // the spare takes role 1
 	waitIdle(t, a)
-	require.NoError(t, a.Close())
-	a, err = raid.Assemble(r.devs, opts)
-	require.NoError(t, err)
-	defer func() { checkAndClose(t, a) }()
-	note := ""
-	for _, d := range a.Status().Devices {
-		if d.Path == r.devs[1].Path {
-			note = d.Note
-		}
-	}
+	note := noteAfterRestart(t, a, r.devs, opts, r.devs[1].Path)
 	assert.Contains(t, note, "its role 1 is held by "+r.devs[2].Path+" now")
 	assert.NotContains(t, note, "only regions written since it left are resynced")
 }
@@ -168,16 +175,7 @@ func TestStaleNoteWithoutBitmap(t *testing.T) {
 	require.NoError(t, err)
 	fill(t, a, 15)
 	require.NoError(t, a.FailMember(r.devs[1].Path))
-	require.NoError(t, a.Close())
-	a, err = raid.Assemble(r.devs, opts)
-	require.NoError(t, err)
-	defer func() { checkAndClose(t, a) }()
-	note := ""
-	for _, d := range a.Status().Devices {
-		if d.Path == r.devs[1].Path {
-			note = d.Note
-		}
-	}
+	note := noteAfterRestart(t, a, r.devs, opts, r.devs[1].Path)
 	assert.Contains(t, note, "rebuilds it in full (the array keeps no write-intent bitmap")
 	assert.NotContains(t, note, "only regions written since it left are resynced")
 }

@@ -291,10 +291,10 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 			unreadBy = append(unreadBy, fmt.Errorf("%w: %s is empty (0 bytes): a loop device that is not set up ('losetup -a' lists those that are), or an empty file; check the path, or attach the member's backing file again ('losetup --find --show FILE')", ErrNotMember, d.Path))
 		case errors.Is(err, superblock.ErrNoMagic):
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; check the path, or, if it was a member whose header was wiped, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add', which rebuilds it", ErrNotMember, d.Path))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s has no raidd superblock; check the path, or, if it was a member whose header was wiped, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add', which rebuilds it; if the array cannot start without it (RAID0, or more members lost than the level tolerates), 'raidd restore-header --role N %s OTHER-MEMBERS...' writes its header back from the others", ErrNotMember, d.Path, d.Path))
 		case err != nil:
 			unread = append(unread, d)
-			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add --force', which rebuilds it. If the array cannot start without it, keep every member as it is: 'raidd create --force' over them would erase the array's data (it clears the data regions)", ErrCorrupt, d.Path, err))
+			unreadBy = append(unreadBy, fmt.Errorf("%w: %s: %w; if the other members are intact, leave it out (the array starts degraded if its level allows) and add it back with 'raidd add --force', which rebuilds it. If the array cannot start without it, 'raidd restore-header %s OTHER-MEMBERS...' writes its header back from the others; never run 'raidd create --force' over them, which would erase the array's data (it clears the data regions)", ErrCorrupt, d.Path, err, d.Path))
 		default:
 			cands = append(cands, candidate{d, m})
 		}

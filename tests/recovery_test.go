@@ -234,6 +234,43 @@ func TestRecoverRAID0MemberError(t *testing.T) {
 	assertSameBytes(t, want[:3*chunkBytes*2], got, "after forced assembly")
 }
 
+// TestRecoverWipedHeaderRAID0: a RAID0 member whose first megabyte was
+// zeroed (its header: a partitioning tool, a stray dd) keeps the array
+// from starting, and RAID0 cannot rebuild it. The refusal names
+// restore-header; run as it says, with the role, it writes the header
+// back from the other members, and the array serves every byte again.
+func TestRecoverWipedHeaderRAID0(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "nbdcopy")
+	arr := createArray(t, "0", 3, testChunk)
+	const known = 6 << 20
+	src, want := writeRandomFile(t, t.TempDir(), known, 83)
+	srv := serve(t, arr.members...)
+	mustRun(t, "nbdcopy", "--flush", src, srv.uri(arr.name))
+	srv.stopOK(t)
+
+	f, err := os.OpenFile(arr.members[1], os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 16<<10), 0) // the reserved block, both slots and the in-use block
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	_, errOut, code := raidd(t, append([]string{"assemble"}, arr.members...)...)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "raidd restore-header --role N "+arr.members[1])
+	_, errOut, code = raidd(t, "restore-header", arr.members[1], arr.members[0], arr.members[2])
+	assert.NotEqual(t, 0, code, "a wiped header does not say its role")
+	assert.Contains(t, errOut, "roles no member given holds: 1")
+	out := mustRaidd(t, "restore-header", "--role", "1", arr.members[1], arr.members[0], arr.members[2])
+	assert.Contains(t, out, "header restored as role 1")
+	assert.Contains(t, out, "RAID0 keeps no redundancy")
+
+	srv = serve(t, arr.members...)
+	assert.Equal(t, "clean", srv.status(t, arr.name).State)
+	got, _ := readExport(t, srv.uri(arr.name), known)
+	assertSameBytes(t, want, got, "after restore-header")
+}
+
 // TestRecoverMissingMemberFile: a RAID1 whose member file was deleted
 // starts degraded, and the stale-member flow works: the file is recreated
 // and added.

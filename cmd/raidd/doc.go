@@ -1,5 +1,5 @@
-// Command raidd combines regular files and block devices into RAID 0, 1, 5
-// and 10 arrays and exports each array over NBD.
+// Command raidd combines regular files and block devices into RAID 0, 1, 5,
+// 6 and 10 arrays and exports each array over NBD.
 //
 //	raidd create  --name NAME --level LEVEL [--chunk SIZE] [--size SIZE] [--spare PATH]... [--bitmap-region SIZE|none] [--checksums] [--consistency-policy ppl|bitmap] [--force] MEMBER...
 //	raidd serve   [--config FILE] [--listen ADDR]... [--allow-remote] [--allow-remote-plaintext] [--tls MODE --tls-cert F --tls-key F [--tls-ca F]] [--control PATH] [--control-group GROUP] [--metrics-listen ADDR] [--on-event CMD] [--strict] [--force-assemble]
@@ -12,7 +12,8 @@
 //	raidd add     [--config FILE | --control PATH] [--force] ARRAY PATH
 //	raidd replace [--config FILE | --control PATH] [--force] ARRAY OLD NEW
 //	raidd examine [--json] MEMBER...
-//	raidd assemble [--force] MEMBER...
+//	raidd assemble [--force [--accept-loss]] MEMBER...
+//	raidd restore-header [--role N] [--force] DEVICE MEMBER...
 //	raidd --version
 //
 // This is the only package that imports cobra, pflag and viper, parses

@@ -128,7 +128,7 @@ errors. Sizes accept units: 4096, 64KiB, 1MiB, 2GiB, 10GB.`,
 	root.SetErr(c.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(c.createCmd(), c.serveCmd(), c.demoCmd(), c.statusCmd(), c.checkCmd(), c.examineCmd(),
-		c.failCmd(), c.removeCmd(), c.addCmd(), c.replaceCmd(), c.assembleCmd())
+		c.failCmd(), c.removeCmd(), c.addCmd(), c.replaceCmd(), c.assembleCmd(), c.restoreHeaderCmd())
 	return root
 }
 

@@ -358,6 +358,9 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.array.Status()
+	if kind, ok := map[string]raid.EventKind{"fail": raid.EventMemberFailed, "remove": raid.EventMemberRemoved}[op]; ok {
+		msg = fmt.Sprintf("%s: %s %s", name, memberNamed(st.History, kind, req.Member), map[string]string{"fail": "marked failed", "remove": "removed"}[op])
+	}
 	if p := st.Recovery; p != nil {
 		where := p.Path
 		if where == "" {
@@ -367,6 +370,28 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 	}
 	d.log.Info("member change", "array", name, "op", op, "result", msg)
 	writeJSON(w, http.StatusOK, memberReply{Message: msg, Array: arrayStatus{Export: s.cfg.exportName(), Status: st}})
+}
+
+// memberNamed says which member a fail or remove named by id (a path,
+// UUID or role) was: its path and role, from the newest event of kind,
+// which the change just recorded.
+func memberNamed(history []raid.Event, kind raid.EventKind, id string) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		e := history[i]
+		if e.Kind != kind {
+			continue
+		}
+		switch {
+		case e.Path == "" || e.Path == id && e.Role < 0:
+			return id
+		case e.Role < 0:
+			return e.Path
+		case e.Path == id:
+			return fmt.Sprintf("%s (role %d)", id, e.Role)
+		}
+		return fmt.Sprintf("%s (role %d)", e.Path, e.Role)
+	}
+	return id
 }
 
 // openNew opens a device for op, add or replace, the way serve opens

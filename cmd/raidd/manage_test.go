@@ -184,7 +184,7 @@ func TestMemberLifecycle(t *testing.T) {
 	// fail: the spare is claimed and rebuilt onto.
 	code, out, errOut = run("fail", "r5", b)
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "r5: "+b+" marked failed; rebuild of role 1 onto "+s+" in progress")
+	assert.Contains(t, out, "r5: "+b+" (role 1) marked failed; rebuild of role 1 onto "+s+" in progress")
 	st = statusOf(t, e.control, "r5")
 	sp, _ = device(st, s)
 	assert.Equal(t, 1, sp.Role, "the spare took the failed role")
@@ -326,8 +326,9 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	assert.NotContains(t, errOut, "'raidd fail two")
 
 	// A failed member of "two": refused, and still "two"'s.
-	code, _, errOut = run("fail", "two", two1)
+	code, out, errOut := run("fail", "two", "1") // by role: the reply names the device
 	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "two: "+two1+" (role 1) marked failed")
 	code, _, errOut = run("add", "one", two1)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `is a device of array "two" of this raidd (failed)`)
@@ -337,8 +338,10 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	assert.Equal(t, "failed", m.State)
 
 	// Following the refusal moves it.
-	code, _, errOut = run("remove", "two", two1)
+	code, out, errOut = run("remove", "two", "1") // the failed entry of role 1, not the spare now in it
 	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "two: "+two1)
+	assert.Contains(t, out, " removed")
 	code, _, errOut = run("add", "--force", "one", two1)
 	require.Equal(t, 0, code, errOut)
 	m, ok = device(statusOf(t, e.control, "one"), two1)

@@ -585,7 +585,9 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		a.Close()
 		return nil, fmt.Errorf("raid: assemble %q: write superblocks: %w", meta.Name, err)
 	}
-	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", missing != 0, "unclean", unclean, "forced", forced)
+	// degraded from the view: a member whose superblock write failed just
+	// now was failed by commitLocked, after missing was counted.
+	a.log.Info("array assembled", "level", geo.Level(), "members", geo.Members(), "size", geo.Size(), "degraded", a.view.Load().readable != fullMask(geo.Members()), "unclean", unclean, "forced", forced)
 	// With checksums RAID0 resyncs too: its rows' checksums are resealed.
 	resync := unclean && !o.NoResync && (geo.Tolerance() > 0 || a.csum != nil)
 	reseal := false

@@ -26,7 +26,12 @@ func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
+	m := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		m += " " + a.String()
+		return true
+	})
+	h.msgs = append(h.msgs, m)
 	return nil
 }
 func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }

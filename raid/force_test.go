@@ -1,6 +1,7 @@
 package raid_test
 
 import (
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,12 +246,14 @@ func TestAssembleNamesAnEmptyDevice(t *testing.T) {
 // made read-only) starts degraded with that member failed, as an array
 // without the log does when the member refuses its superblock: writing the
 // log's headers at start used to refuse the whole array. It then takes
-// writes and serves every byte.
+// writes and serves every byte. RAID1 (no log) is the comparison: its
+// member's superblock write fails, and the start's log must say degraded,
+// which it did not (it counted the members missing before the write).
 func TestStartWithReadOnlyMemberParityLog(t *testing.T) {
 	for _, tc := range []struct {
 		level stripe.Level
 		n     int
-	}{{stripe.RAID5, 4}, {stripe.RAID6, 5}} {
+	}{{stripe.RAID5, 4}, {stripe.RAID6, 5}, {stripe.RAID1, 2}} {
 		t.Run(tc.level.String(), func(t *testing.T) {
 			const chunk = 16 << 10
 			r := newRig(tc.n, memberSizeFor(chunk, 16))
@@ -266,8 +269,10 @@ func TestStartWithReadOnlyMemberParityLog(t *testing.T) {
 			require.NoError(t, a.Close())
 
 			r.toggles[1].On() // member 1 now refuses every write
-			a, err = raid.Assemble(r.devs, opts)
+			h := &logRecorder{}
+			a, err = raid.Assemble(r.devs, raid.Options{CleanDelay: -1, Logger: slog.New(h)})
 			require.NoError(t, err, "one member that refuses writes: start degraded")
+			assert.Equal(t, 1, h.count(0, "degraded=true"), "the start's log says degraded: %q", h.msgs)
 			defer func() { checkAndClose(t, a) }()
 			st := a.Status()
 			require.True(t, st.Degraded)

@@ -234,6 +234,20 @@ func TestRecoverRAID0MemberError(t *testing.T) {
 	assertSameBytes(t, want[:3*chunkBytes*2], got, "after forced assembly")
 }
 
+// writtenArray creates an array of level on n members and writes n bytes
+// of random data from seed to its start with nbdcopy, flushed, through a
+// raidd serve that it then stops. It returns the array and the bytes.
+func writtenArray(t *testing.T, level string, members, n int, seed uint64) (*array, []byte) {
+	t.Helper()
+	requireTool(t, "nbdcopy")
+	arr := createArray(t, level, members, testChunk)
+	src, want := writeRandomFile(t, t.TempDir(), n, seed)
+	srv := serve(t, arr.members...)
+	mustRun(t, "nbdcopy", "--flush", src, srv.uri(arr.name))
+	srv.stopOK(t)
+	return arr, want
+}
+
 // TestRecoverWipedHeaderRAID0: a RAID0 member whose first megabyte was
 // zeroed (its header: a partitioning tool, a stray dd) keeps the array
 // from starting, and RAID0 cannot rebuild it. The refusal names
@@ -241,13 +255,8 @@ func TestRecoverRAID0MemberError(t *testing.T) {
 // back from the other members, and the array serves every byte again.
 func TestRecoverWipedHeaderRAID0(t *testing.T) {
 	t.Parallel()
-	requireTool(t, "nbdcopy")
-	arr := createArray(t, "0", 3, testChunk)
 	const known = 6 << 20
-	src, want := writeRandomFile(t, t.TempDir(), known, 83)
-	srv := serve(t, arr.members...)
-	mustRun(t, "nbdcopy", "--flush", src, srv.uri(arr.name))
-	srv.stopOK(t)
+	arr, want := writtenArray(t, "0", 3, known, 83)
 
 	f, err := os.OpenFile(arr.members[1], os.O_WRONLY, 0)
 	require.NoError(t, err)
@@ -265,7 +274,7 @@ func TestRecoverWipedHeaderRAID0(t *testing.T) {
 	assert.Contains(t, out, "header restored as role 1")
 	assert.Contains(t, out, "RAID0 keeps no redundancy")
 
-	srv = serve(t, arr.members...)
+	srv := serve(t, arr.members...)
 	assert.Equal(t, "clean", srv.status(t, arr.name).State)
 	got, _ := readExport(t, srv.uri(arr.name), known)
 	assertSameBytes(t, want, got, "after restore-header")
@@ -276,16 +285,11 @@ func TestRecoverWipedHeaderRAID0(t *testing.T) {
 // and added.
 func TestRecoverMissingMemberFile(t *testing.T) {
 	t.Parallel()
-	requireTool(t, "nbdcopy")
-	arr := createArray(t, "1", 2, testChunk)
 	const known = 4 << 20
-	src, want := writeRandomFile(t, t.TempDir(), known, 80)
-	srv := serve(t, arr.members...)
-	mustRun(t, "nbdcopy", "--flush", src, srv.uri(arr.name))
-	srv.stopOK(t)
+	arr, want := writtenArray(t, "1", 2, known, 80)
 	require.NoError(t, os.Remove(arr.members[1]))
 
-	srv = serve(t, arr.members...)
+	srv := serve(t, arr.members...)
 	st := srv.fullStatus(t, arr.name)
 	assert.Equal(t, "degraded", st.State)
 	got, _ := readExport(t, srv.uri(arr.name), known)

@@ -472,7 +472,13 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 					hint += "; re-add the others with 'raidd add' once it runs"
 				}
 			}
-			return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s tolerates only %d; %s: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), geo.Level(), geo.Tolerance(), hint, strings.Join(why, "; "))
+			tol := fmt.Sprintf("%s tolerates only %d", geo.Level(), geo.Tolerance())
+			if geo.Level() == stripe.RAID10 {
+				// Tolerance is the worst case; which roles may be missing
+				// together depends on which hold the same chunks.
+				tol = "raid10 has no copy left of some of the chunks these roles hold (a chunk survives while one member holding it is present)"
+			}
+			return nil, fmt.Errorf("%w: %q (%s) is missing roles %s and %s; %s: %s", ErrCannotStart, meta.Name, geo.Level(), roleList(missing), tol, hint, strings.Join(why, "; "))
 		}
 	}
 	if forced && log != nil {

@@ -824,6 +824,7 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 	var (
 		chosen []int
 		behind []string
+		early  *leftEarlyError
 	)
 	for _, k := range ok {
 		r := uint64(1) << uint(cands[k].meta.Role)
@@ -832,6 +833,19 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 		}
 		if missing&r == 0 {
 			continue // two candidates for one role: the fresher one was taken
+		}
+		if len(chosen) == 0 && !acceptLoss {
+			if stayed := stayedAfter(cands[k], cands, slots, dead); len(stayed) > 0 && geo.Survives(missing&^stayedRoles(stayed)) {
+				if early == nil {
+					early = &leftEarlyError{name: meta.Name, path: dead[k].path, events: cands[k].meta.Events, stayed: stayed}
+					// A member the newest table still has in sync says
+					// more: it is merely absent, or too small.
+					if err := absentInSync(meta, absent, dead, cands, []int{k}, stayedRoles(stayed)); err != nil {
+						return nil, err
+					}
+				}
+				continue
+			}
 		}
 		if len(chosen) > 0 && cands[k].meta.Events < cands[chosen[0]].meta.Events && !leftAsItFailed(geo, cands[k].meta, cands[chosen[0]].meta) {
 			behind = append(behind, fmt.Sprintf("%s (event %d)", dead[k].path, cands[k].meta.Events))
@@ -846,6 +860,9 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 		}
 		return chosen, nil
 	}
+	if early != nil {
+		return nil, early
+	}
 	if len(behind) > 0 {
 		refusals = append(refusals, fmt.Sprintf("%s left before %s (event %d) while the array still ran, so they missed writes it acknowledged", strings.Join(behind, ", "), dead[chosen[0]].path, cands[chosen[0]].meta.Events))
 	}
@@ -854,6 +871,74 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 	}
 	return nil, fmt.Errorf("%w: roles %s have no member to force in; supply their members", ErrCannotStart, roleList(missing))
 }
+
+// stayedMember is a member that stayed in sync after a forced candidate
+// left, as the candidate's own table and the members given tell.
+type stayedMember struct {
+	role int
+	name string // its path, or its UUID when it was not given
+}
+
+// stayedAfter returns the members that stayed in sync after c left: those
+// c's own table (its last superblock) records in sync, less those given
+// that left no later than c (their own last superblock is no newer). A
+// member not given is assumed to have stayed: it may hold writes c lacks.
+// Present in-sync members (slots) stayed too, and are left out of the
+// list: the operator supplies the others. cands and dead are the members
+// given that were left out.
+func stayedAfter(c candidate, cands []candidate, slots map[[16]byte]*slot, dead []*slot) []stayedMember {
+	var out []stayedMember
+	for _, mi := range c.meta.Members {
+		if mi.UUID == c.meta.MemberUUID || mi.Role < 0 || mi.State != superblock.MemberActive {
+			continue
+		}
+		if slots[mi.UUID] != nil {
+			continue // present and in sync: it stayed, and is given
+		}
+		name := superblock.FormatUUID(mi.UUID) + " (not given)"
+		left := false
+		for k, o := range cands {
+			if o.meta.MemberUUID == mi.UUID {
+				name = fmt.Sprintf("%s (event %d)", dead[k].path, o.meta.Events)
+				left = o.meta.Events <= c.meta.Events
+			}
+		}
+		if !left {
+			out = append(out, stayedMember{int(mi.Role), name})
+		}
+	}
+	return out
+}
+
+func stayedRoles(stayed []stayedMember) uint64 {
+	var m uint64
+	for _, s := range stayed {
+		m |= 1 << uint(s.role)
+	}
+	return m
+}
+
+// leftEarlyError refuses a forced assembly whose freshest candidate left
+// while the array could still run without it: members it knew in sync
+// stayed, so the array may have acknowledged writes after it left that it
+// lacks. The member that failed after it holds them.
+type leftEarlyError struct {
+	name   string
+	path   string
+	events uint64
+	stayed []stayedMember
+}
+
+func (e *leftEarlyError) Error() string {
+	var names []string
+	for _, s := range e.stayed {
+		names = append(names, fmt.Sprintf("role %d's %s", s.role, s.name))
+	}
+	return fmt.Sprintf("%s (event %d) left while %q still ran without it: by its own superblock %s stayed in sync after it, so the array may have acknowledged writes it lacks. Supply the member that failed after it (the one whose role is missing besides its own; 'raidd examine' shows each member's events); only if that member is lost for good, 'raidd assemble --force --accept-loss MEMBER...' starts %q trusting %s and losing those writes",
+		e.path, e.events, e.name, strings.Join(names, ", "), e.name, e.path)
+}
+
+func (e *leftEarlyError) Is(target error) bool { return target == ErrCannotStart }
 
 // absentInSyncError refuses a forced assembly that would trust members in
 // place of one that was in sync at the newest event and is merely absent

@@ -1,6 +1,7 @@
 package raid_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"syscall"
@@ -476,4 +477,117 @@ func TestRAID10MissingMessage(t *testing.T) {
 	require.NoError(t, err, "one member of each pair is enough")
 	requireContent(t, a, want, "one member of each pair")
 	require.NoError(t, a.Close())
+}
+
+// TestForceAssembleRefusesWhenTheLastToFailIsMissing: member 1 fails,
+// writes follow that only members 0, 2 and 3 hold, then member 2 is failed
+// by force (the array is FAILED). Member 2 holds every write; member 1
+// does not. With member 2 absent, or its superblock damaged, a forced
+// start used to trust member 1 (the freshest member given) and serve its
+// stale chunks. It now refuses: member 1's own superblock shows the array
+// still ran after it left. --accept-loss starts it anyway, as asked; with
+// member 2 given, member 2 is trusted and every byte is served.
+func TestForceAssembleRefusesWhenTheLastToFailIsMissing(t *testing.T) {
+	r, a, want, opts := raid5MissedWrites(t, "early", 23, 'e')
+	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
+	require.NoError(t, a.Close())
+	m2, err := superblock.Read(r.mem[2])
+	require.NoError(t, err)
+
+	forced := opts
+	forced.ForceAssemble = true
+	given := []raid.Device{r.devs[0], r.devs[1], r.devs[3]}
+	_, err = raid.Assemble(given, forced)
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "mem1 (event")
+	assert.Contains(t, err.Error(), "left while \"early\" still ran without it")
+	assert.Contains(t, err.Error(), "role 2's "+superblock.FormatUUID(m2.MemberUUID)+" (not given)")
+	assert.Contains(t, err.Error(), "--accept-loss")
+
+	// Member 2 given with both superblock slots damaged: the same.
+	saved := make([]byte, 3*superblock.SlotSize)
+	_, err = r.mem[2].ReadAt(saved, superblock.SlotOffset(0))
+	require.NoError(t, err)
+	require.NoError(t, superblock.Erase(r.mem[2]))
+	_, err = raid.Assemble(r.devs, forced)
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "left while")
+	_, err = r.mem[2].WriteAt(saved, superblock.SlotOffset(0))
+	require.NoError(t, err)
+
+	a = assembleArray(t, r.devs, forced)
+	requireContent(t, a, want, "forced with the member that failed last")
+	require.NoError(t, a.Close())
+}
+
+// TestForceAssembleAcceptLossTrustsTheEarlyMember: --accept-loss is the
+// operator's word that the member that failed last is gone for good: the
+// array starts from the one that left before it, and serves what it has.
+func TestForceAssembleAcceptLossTrustsTheEarlyMember(t *testing.T) {
+	r, a, _, opts := raid5MissedWrites(t, "loss", 24, 'l')
+	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
+	require.NoError(t, a.Close())
+	opts.ForceAssemble, opts.AcceptLoss = true, true
+	a = assembleArray(t, []raid.Device{r.devs[0], r.devs[1], r.devs[3]}, opts)
+	st := a.Status()
+	assert.False(t, st.Failed)
+	assert.True(t, st.Degraded)
+	require.NoError(t, a.Close())
+}
+
+// TestFailedArrayKeepsItsFailedMembers: on a FAILED array, removing a
+// member that failed in a role is refused (the forced assembly that brings
+// the array back may need it: the one that failed last holds every
+// acknowledged write, and on RAID0 nothing else could start the array),
+// and so is adding one back when nothing tells what it missed (no
+// bitmap): as a spare it would be erased. Following the refusal, a forced
+// assembly with every member serves every byte.
+func TestFailedArrayKeepsItsFailedMembers(t *testing.T) {
+	for _, tc := range []struct {
+		level  stripe.Level
+		n      int
+		bitmap int64
+	}{{stripe.RAID5, 3, -1}, {stripe.RAID5, 3, 4 * raid5Chunk}, {stripe.RAID0, 2, 0}} {
+		t.Run(fmt.Sprintf("%s-bitmap%d", tc.level, tc.bitmap), func(t *testing.T) {
+			r := newRig(tc.n, memberSizeFor(raid5Chunk, 32))
+			opts := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "kept", Level: tc.level, Chunk: raid5Chunk, BitmapRegion: tc.bitmap}, opts)
+			require.NoError(t, err)
+			want := fill(t, a, 25)
+			last := tc.n - 1
+			if tc.level != stripe.RAID0 {
+				require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+				writeEnds(t, a, want, 'k') // member 1 misses these
+			}
+			require.NoError(t, a.FailMemberChecked(r.devs[last].Path, true))
+			require.True(t, a.Status().Failed)
+
+			err = a.RemoveMember(r.devs[last].Path)
+			require.ErrorIs(t, err, raid.ErrBusy)
+			assert.Contains(t, err.Error(), "is FAILED")
+			assert.Contains(t, err.Error(), "forced assembly")
+			err = a.RemoveMember(fmt.Sprint(last))
+			require.ErrorIs(t, err, raid.ErrBusy, "by role too")
+			if tc.level != stripe.RAID0 {
+				// A re-add: the daemon releases the device first, which
+				// refuses, keeping it; the add itself refuses too.
+				err = a.Release(r.devs[last].Path)
+				require.ErrorIs(t, err, raid.ErrBusy)
+				assert.Contains(t, err.Error(), "cannot be re-added online")
+				err = a.AddMember(raid.Device{Path: "again", Member: r.devs[last].Member}, false)
+				require.ErrorIs(t, err, raid.ErrBusy)
+			}
+			require.NoError(t, a.Close())
+
+			if tc.level != stripe.RAID0 {
+				m, err := superblock.Read(r.mem[last])
+				require.NoError(t, err)
+				assert.EqualValues(t, last, m.Role, "the member that failed last is still a member, not a spare")
+			}
+			opts.ForceAssemble = true
+			a = assembleArray(t, r.devs, opts)
+			requireContent(t, a, want, "forced, after the refusals")
+			require.NoError(t, a.Close())
+		})
+	}
 }

@@ -219,6 +219,9 @@ func (a *Array) RemoveMember(id string) error {
 		}
 	}
 	if i < 0 { // a stale device: close it and forget its failed entry
+		if err := a.failedRemoveErrLocked(id, superblock.MemberInfo{Role: 0, State: superblock.MemberFailed}); err != nil {
+			return err
+		}
 		for k, d := range a.dead {
 			if d == s {
 				a.dead = append(a.dead[:k], a.dead[k+1:]...)
@@ -240,6 +243,9 @@ func (a *Array) RemoveMember(id string) error {
 	mi := a.meta.Members[i]
 	if mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding {
 		return fmt.Errorf("%w: %s is %s in role %d; fail it first ('raidd fail')", ErrBusy, id, mi.State, mi.Role)
+	}
+	if err := a.failedRemoveErrLocked(id, mi); err != nil {
+		return err
 	}
 	if j := a.job; j != nil && s != nil && j.hasTarget(s) {
 		return fmt.Errorf("%w: %s is the target of a running %s", ErrBusy, id, j.kind)
@@ -277,6 +283,9 @@ func (a *Array) Release(path string) error {
 	defer a.unlockConfig()
 	for k, d := range a.dead {
 		if d.path == path {
+			if err := a.failedReAddErrLocked(path); err != nil {
+				return err // the re-add would be refused: keep the device
+			}
 			a.dead = append(a.dead[:k], a.dead[k+1:]...)
 			_ = d.dev.Close()
 			return nil
@@ -353,6 +362,21 @@ func (a *Array) AddMember(dev Device, force bool) error {
 	return nil
 }
 
+// failedRemoveErrLocked refuses to remove a member that held a role
+// while the array is FAILED: the array comes back only by a forced
+// assembly, which trusts members that failed in a role (the one that
+// failed last holds every write the array acknowledged). Removed, such a
+// member leaves the member table, and no forced assembly can use it: on
+// RAID0 no command could start the array again. Callers hold cfgMu.
+func (a *Array) failedRemoveErrLocked(id string, mi superblock.MemberInfo) error {
+	v := a.view.Load()
+	if !v.failed || mi.Role < 0 || mi.State != superblock.MemberFailed {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is FAILED (roles %s missing), and it comes back only by a forced assembly, which may need %s: the member that failed last holds every write the array acknowledged. Its entry is unchanged. Stop raidd, run 'raidd assemble MEMBER...' with every member (it lists what a forced start would trust), then 'raidd assemble --force MEMBER...' or 'raidd serve --force-assemble'; remove members once the array runs",
+		ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), id)
+}
+
 // failedReAddErrLocked returns why a former member at path cannot be
 // re-added while the array is FAILED with regions written since a member
 // left (nil when it is not): the resync of those regions would have to
@@ -364,15 +388,19 @@ func (a *Array) AddMember(dev Device, force bool) error {
 // cfgMu.
 func (a *Array) failedReAddErrLocked(path string) error {
 	v := a.view.Load()
-	if !v.failed || a.bitmap == nil {
+	if !v.failed {
 		return nil
 	}
-	n := len(a.bitmap.dirtyRegions())
-	if n == 0 {
-		return nil
+	why := "the array keeps no write-intent bitmap, so it would be rebuilt in full as a spare, which needs the missing members, and its data would be lost"
+	if a.bitmap != nil {
+		n := len(a.bitmap.dirtyRegions())
+		if n == 0 {
+			return nil
+		}
+		why = fmt.Sprintf("resyncing the %d regions written since a member left needs the missing members", n)
 	}
-	return fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: resyncing the %d regions written since a member left needs the missing members; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble MEMBER...' lists what a forced start would trust; 'raidd assemble --force MEMBER...' then records it, before 'raidd serve'; or 'raidd serve --force-assemble')",
-		ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), path, n, path)
+	return fmt.Errorf("%w: %q is FAILED (roles %s missing; %s survives %d), so %s cannot be re-added online: %s; its member entry is unchanged. If %s failed last, it holds every write the array acknowledged: stop raidd and start the array trusting it ('raidd assemble MEMBER...' lists what a forced start would trust; 'raidd assemble --force MEMBER...' then records it, before 'raidd serve'; or 'raidd serve --force-assemble')",
+		ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), a.geo.Level(), a.geo.Tolerance(), path, why, path)
 }
 
 // reAddLocked re-adds dev in its former role if its superblock and the bitmap
@@ -390,6 +418,12 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 	if s := a.slots[old.MemberUUID]; s != nil {
 		return false, "", fmt.Errorf("%w: %s is already member %s (at %s)", ErrBusy, dev.Path, superblock.FormatUUID(old.MemberUUID), s.path)
 	}
+	// On a FAILED array a former member is refused whatever else would
+	// happen to it: as a spare it would be erased, and it may be the
+	// member a forced assembly needs.
+	if err := a.failedReAddErrLocked(dev.Path); err != nil {
+		return false, "", err
+	}
 	why = a.reAddBlockerLocked(dev, old)
 	if why != "" {
 		return false, why, nil
@@ -398,9 +432,6 @@ func (a *Array) reAddLocked(dev Device) (ok bool, why string, err error) {
 		return false, "", fmt.Errorf("%w: a %s of role %d is running; add %s again when it has finished ('raidd status --watch'): the write-intent bitmap keeps what it missed", ErrBusy, a.job.kind, a.job.role, dev.Path)
 	}
 	role := old.Role
-	if err := a.failedReAddErrLocked(dev.Path); err != nil {
-		return false, "", err
-	}
 	found := false
 	for i := range a.meta.Members {
 		if mi := &a.meta.Members[i]; mi.UUID == old.MemberUUID {

@@ -85,6 +85,9 @@ type Array struct {
 	meta     *superblock.Meta
 	slots    map[[16]byte]*slot        // present members by UUID
 	dead     []*slot                   // present devices not in use (stale, rejected)
+	// released are the slots Release closed for a re-add, by path, kept
+	// until the add: a refused add gives its device back to them.
+	released map[string]releasedSlot
 	job      *recovery                 // the running rebuild or replace
 	lastJob  *recovery                 // the job started last, for status
 	retired  []*slot                   // members replaced away, closed at Close

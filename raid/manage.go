@@ -288,6 +288,7 @@ func (a *Array) Release(path string) error {
 			}
 			a.dead = append(a.dead[:k], a.dead[k+1:]...)
 			_ = d.dev.Close()
+			a.keepReleasedLocked(path, releasedSlot{s: d, dead: true})
 			return nil
 		}
 	}
@@ -299,7 +300,13 @@ func (a *Array) Release(path string) error {
 		if s == nil || s.path != path {
 			continue
 		}
-		if mi.State != superblock.MemberFailed && mi.State != superblock.MemberRemoved {
+		switch mi.State {
+		case superblock.MemberFailed, superblock.MemberRemoved:
+		case superblock.MemberRebuilding, superblock.MemberReplacing:
+			return fmt.Errorf("%w: %s is already being rebuilt in %q (role %d, %s): there is nothing to add; wait for it to finish ('raidd status --watch %s')", ErrBusy, path, a.meta.Name, mi.Role, mi.State, a.meta.Name)
+		case superblock.MemberSpare:
+			return fmt.Errorf("%w: %s is already a spare of %q: there is nothing to add", ErrBusy, path, a.meta.Name)
+		default:
 			return fmt.Errorf("%w: %s is already %s in %q (role %d); to re-add or rebuild it, fail it first ('raidd fail %s %s')", ErrBusy, path, mi.State, a.meta.Name, mi.Role, a.meta.Name, path)
 		}
 		if j := a.job; j != nil && j.hasTarget(s) {
@@ -312,10 +319,55 @@ func (a *Array) Release(path string) error {
 		}
 		delete(a.slots, s.uuid)
 		_ = s.dev.Close()
+		a.keepReleasedLocked(path, releasedSlot{s: s})
 		a.publishLocked()
 		return nil
 	}
 	return fmt.Errorf("%w: %q holds no device %s", ErrNoMember, a.meta.Name, path)
+}
+
+// releasedSlot is a slot Release closed for a re-add: a failed member's
+// (in slots) or a stale device's (in dead).
+type releasedSlot struct {
+	s    *slot
+	dead bool
+}
+
+func (a *Array) keepReleasedLocked(path string, r releasedSlot) {
+	if a.released == nil {
+		a.released = map[string]releasedSlot{}
+	}
+	a.released[path] = r
+}
+
+// giveBackLocked puts dev, refused by AddMember, back where Release took
+// the device at its path from, so that status still shows the failed or
+// stale member's path and a later remove or re-add by path finds it. It
+// reports whether it kept dev; if not, the caller closes it.
+func (a *Array) giveBackLocked(dev Device) bool {
+	r, ok := a.released[dev.Path]
+	if !ok {
+		return false
+	}
+	delete(a.released, dev.Path)
+	if r.dead {
+		a.dead = append(a.dead, r.s)
+	} else {
+		if a.slots[r.s.uuid] != nil {
+			return false
+		}
+		kept := false
+		for _, mi := range a.meta.Members {
+			kept = kept || (mi.UUID == r.s.uuid && (mi.State == superblock.MemberFailed || mi.State == superblock.MemberRemoved))
+		}
+		if !kept {
+			return false
+		}
+		a.slots[r.s.uuid] = r.s
+	}
+	r.s.dev = dev.Member
+	a.publishLocked()
+	return true
 }
 
 // AddMember adds a device to the array (mdadm --add). A former member of
@@ -327,7 +379,9 @@ func (a *Array) Release(path string) error {
 // spare is claimed at once and rebuilt onto from scratch; the member-added
 // event says which of the two happened and why. A device that carries
 // another array's superblock is refused unless force is set. The device is
-// owned by the array from then on, also when AddMember fails.
+// owned by the array from then on, also when AddMember fails: a refused
+// device that Release took from a failed or stale member goes back to that
+// member (status keeps its path), and any other is closed.
 func (a *Array) AddMember(dev Device, force bool) error {
 	if err := a.enter(); err != nil {
 		_ = dev.Member.Close()
@@ -336,21 +390,34 @@ func (a *Array) AddMember(dev Device, force bool) error {
 	defer a.leave()
 	a.commitMu.Lock()
 	defer a.unlockCommit()
+	refused := func(err error) error {
+		a.cfgMu.Lock()
+		kept := a.giveBackLocked(dev)
+		a.cfgMu.Unlock()
+		if !kept {
+			_ = dev.Member.Close()
+		}
+		return err
+	}
 	a.cfgMu.Lock()
 	ok, why, err := a.reAddLocked(dev)
+	if ok {
+		delete(a.released, dev.Path)
+	}
 	a.cfgMu.Unlock()
 	if err != nil {
-		_ = dev.Member.Close()
-		return err
+		return refused(err)
 	}
 	if ok {
 		return nil
 	}
 	s, err := a.addSpare(dev, force)
 	if err != nil {
-		_ = dev.Member.Close()
-		return err
+		return refused(err)
 	}
+	a.cfgMu.Lock()
+	delete(a.released, dev.Path)
+	a.cfgMu.Unlock()
 	detail := ""
 	if why != "" {
 		detail = "full rebuild: " + why

@@ -285,3 +285,37 @@ func TestFailStoppedRebuildTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedAddKeepsTheFailedMembersDevice: a re-add that is refused
+// (another member's rebuild is running) used to leave the failed member
+// without its device: Release had closed it for the add, and the refused
+// add closed the new handle, so status showed no path and 'remove PATH'
+// said it was no member. The refused device now goes back to the member.
+// The message for a member already being rebuilt says to wait, not to
+// fail it.
+func TestRefusedAddKeepsTheFailedMembersDevice(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(4, memberSizeFor(chunk, 64))
+	a := createArray(t, r.devs, raid.CreateOptions{Name: "give", Level: stripe.RAID6, Chunk: chunk},
+		raid.Options{CleanDelay: -1, RebuildMinRate: chunk, RebuildMaxRate: chunk})
+	fill(t, a, 27)
+	failRole(t, a, 1)
+	failRole(t, a, 2)
+	require.NoError(t, a.Release(r.devs[1].Path))
+	require.NoError(t, a.AddMember(r.devs[1], false)) // a slow rebuild of role 1 starts
+
+	require.NoError(t, a.Release(r.devs[2].Path))
+	err := a.AddMember(r.devs[2], false)
+	require.ErrorIs(t, err, raid.ErrBusy)
+	assert.Contains(t, err.Error(), "is running")
+	found := false
+	for _, d := range a.Status().Devices {
+		found = found || (d.Path == r.devs[2].Path && d.State == "failed")
+	}
+	assert.True(t, found, "status still shows the failed member's path: %+v", a.Status().Devices)
+	err = a.Release(r.devs[1].Path)
+	require.ErrorIs(t, err, raid.ErrBusy)
+	assert.Contains(t, err.Error(), "wait")
+	assert.NotContains(t, err.Error(), "fail it first")
+	require.NoError(t, a.RemoveMember(r.devs[2].Path), "found by its path again")
+}

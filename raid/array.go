@@ -83,8 +83,8 @@ type Array struct {
 	commitMu sync.Mutex
 	cfgMu    sync.Mutex
 	meta     *superblock.Meta
-	slots    map[[16]byte]*slot        // present members by UUID
-	dead     []*slot                   // present devices not in use (stale, rejected)
+	slots    map[[16]byte]*slot // present members by UUID
+	dead     []*slot            // present devices not in use (stale, rejected)
 	// released are the slots Release closed for a re-add, by path, kept
 	// until the add: a refused add gives its device back to them.
 	released map[string]releasedSlot

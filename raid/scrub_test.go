@@ -282,7 +282,12 @@ func TestScrubRAID6TwoChunksInOneRow(t *testing.T) {
 
 // TestScrubDegraded: a check of a degraded array never reports it
 // consistent: it counts the rows it could not verify, and what it can
-// still compare it compares (a RAID6 row missing one member).
+// still compare it compares (a RAID6 row missing one member). A RAID6 row
+// missing its Q, with a wrong data chunk, mismatches in P; one syndrome
+// cannot tell P from the data chunk, so repair leaves the row alone (it
+// used to recompute P from the wrong data, and the corruption became
+// permanent). With the member back, both syndromes locate the data chunk,
+// and the repair restores the bytes written.
 func TestScrubDegraded(t *testing.T) {
 	const chunk = 8 << 10
 	const rows = 6
@@ -293,20 +298,25 @@ func TestScrubDegraded(t *testing.T) {
 	}{{stripe.RAID5, 4, rows}, {stripe.RAID1, 2, rows}, {stripe.RAID6, 5, 0}} {
 		t.Run(c.level.String(), func(t *testing.T) {
 			r := newRig(c.n, levelSizeFor(c.level, chunk, rows))
-			a := createArray(t, r.devs, raid.CreateOptions{Name: "dg", Level: c.level, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			fill(t, a, 5)
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "dg", Level: c.level, Chunk: chunk}, raid.Options{CleanDelay: 10 * time.Millisecond})
+			want := fill(t, a, 5)
+			waitBitmapClean(t, a) // so that the re-add below resyncs nothing
 			failRole(t, a, 0)
 			g := a.Geometry()
 			if c.level == stripe.RAID6 {
-				// Q of a row whose data is whole: with P present too,
-				// the one parity left is compared and recomputed.
+				// A data chunk of a row whose Q is on the missing member.
 				row := int64(0)
 				for ; row < rows; row++ {
-					if g.ParityMember(row) == 0 {
+					if g.QMember(row) == 0 {
 						break
 					}
 				}
-				flipBytes(t, r, chunk, flip{row, g.QMember(row), 3, 3})
+				require.Less(t, row, int64(rows))
+				data := 0
+				for data == 0 || data == g.ParityMember(row) {
+					data++
+				}
+				flipBytes(t, r, chunk, flip{row, data, 3, 3})
 			}
 			res, err := scrub(t, a, false)
 			assert.False(t, res.Consistent())
@@ -319,11 +329,22 @@ func TestScrubDegraded(t *testing.T) {
 			require.ErrorIs(t, err, raid.ErrInconsistent)
 			assert.EqualValues(t, 1, res.Mismatches)
 			res, err = scrub(t, a, true)
+			require.ErrorIs(t, err, raid.ErrInconsistent, "%s", res)
+			assert.EqualValues(t, 0, res.Repaired, "one syndrome cannot locate")
+			require.Len(t, res.Findings, 1)
+			assert.Contains(t, res.Findings[0].Detail, "not repaired (re-add or rebuild the missing member, then repair")
+			assert.Equal(t, -1, res.Findings[0].Role, "the wrong chunk is not known")
+
+			require.NoError(t, a.Release(r.devs[0].Path))
+			require.NoError(t, a.AddMember(r.devs[0], false)) // a re-add: nothing was written since
+			waitIdle(t, a)
+			res, err = scrub(t, a, true)
 			require.NoError(t, err, "%s", res)
-			assert.EqualValues(t, 1, res.Repaired)
+			assert.EqualValues(t, 1, res.Repaired, "%s", res)
 			res, err = scrub(t, a, false)
 			require.NoError(t, err)
 			assert.True(t, res.Consistent())
+			requireContent(t, a, want, "repaired with both syndromes")
 		})
 	}
 }

@@ -768,18 +768,16 @@ func (l *Layout) checkDegraded(op *raid.Op, row int64, shards [][]byte) error {
 			continue
 		}
 		name := [...]string{"P", "Q"}[k]
-		m := l.member(row, l.dk+k)
 		mm := raid.Mismatch{Row: row, Role: -1, Shard: "row", Offset: row*l.chunk + int64(i)}
+		// One syndrome detects but cannot locate: the wrong chunk may be
+		// any data chunk as well as the parity left. Recomputing that
+		// parity from the data would make a wrong data chunk permanent
+		// (the parity that comes back would then be rebuilt from it too),
+		// where, with the missing member back, both syndromes locate it.
 		if gone < l.dk {
 			mm.Detail = fmt.Sprintf("%s mismatches with data chunk %d missing: one syndrome cannot locate the wrong chunk; not repaired (rebuild the missing member, then repair)", name, gone)
 		} else {
-			mm.Role, mm.Shard = m, name
-			mm.Detail = fmt.Sprintf("%s mismatches with the other parity missing: one syndrome cannot locate the wrong chunk", name)
-			if op.Repairing() && op.Writable(m) {
-				op.Write(m, want, row*l.chunk)
-				mm.Repaired = op.Run() == 0
-				mm.Detail += fmt.Sprintf("; %s recomputed from the data", name)
-			}
+			mm.Detail = fmt.Sprintf("%s mismatches with the other parity missing: one syndrome cannot tell whether %s or a data chunk is wrong; not repaired (re-add or rebuild the missing member, then repair: both syndromes locate it)", name, name)
 		}
 		op.Mismatch(mm)
 		return fmt.Errorf("%w: row %d %s mismatch at chunk offset %d", raid.ErrInconsistent, row, name, i)

@@ -303,6 +303,10 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
+	// A member or device named by another path to the same file (a
+	// symlink, /dev/disk/by-id) is the device this raidd knows by its own.
+	req.Member, req.Old = d.knownPath(req.Member), d.knownPath(req.Old)
+	req.Path, req.New = d.knownPath(req.Path), d.knownPath(req.New)
 	// Open a new device before taking opsMu: the path is the client's, and
 	// however long its open takes, it must not hold up shutdown.
 	var dev raid.Device
@@ -392,6 +396,33 @@ func memberNamed(history []raid.Event, kind raid.EventKind, id string) string {
 		return fmt.Sprintf("%s (role %d)", e.Path, e.Role)
 	}
 	return id
+}
+
+// knownPath returns the path under which an array of this raidd holds
+// the file that p names, when p is an absolute path naming the same file
+// (os.SameFile) by another spelling; otherwise p.
+func (d *daemon) knownPath(p string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return p
+	}
+	for _, x := range d.arrays {
+		for _, m := range x.array.Status().Devices {
+			if m.Path == p {
+				return p
+			}
+			if m.Path == "" {
+				continue
+			}
+			if mi, err := os.Stat(m.Path); err == nil && os.SameFile(fi, mi) {
+				return m.Path
+			}
+		}
+	}
+	return p
 }
 
 // openNew opens a device for op, add or replace, the way serve opens

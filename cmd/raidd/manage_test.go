@@ -317,6 +317,12 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `is a device of array "two" of this raidd (active)`)
 	assert.NotContains(t, errOut, "to re-add or rebuild it, fail it first", "a re-add hint for another array's member")
+	// The same, named through a symlink: the same device, the same advice.
+	alias := filepath.Join(e.dir, "alias-two0")
+	require.NoError(t, os.Symlink(two0, alias))
+	code, _, errOut = run("add", "one", alias)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `is a device of array "two" of this raidd (active)`)
 
 	// A spare of "two": removing it is enough, no fail first.
 	code, _, errOut = run("add", "one", e.paths("twos.img")[0])
@@ -337,7 +343,13 @@ func TestAddAnotherArraysDevice(t *testing.T) {
 	require.True(t, ok, "the refused add took the device from its array")
 	assert.Equal(t, "failed", m.State)
 
-	// Following the refusal moves it.
+	// Following the refusal moves it. (The failed member named through a
+	// symlink is the same member.)
+	alias1 := filepath.Join(e.dir, "alias-two1")
+	require.NoError(t, os.Symlink(two1, alias1))
+	code, _, errOut = run("fail", "two", alias1)
+	assert.Equal(t, 1, code)
+	assert.NotContains(t, errOut, "is not a member", "found through its symlink")
 	code, out, errOut = run("remove", "two", "1") // the failed entry of role 1, not the spare now in it
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "two: "+two1)

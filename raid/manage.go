@@ -570,7 +570,12 @@ func (a *Array) reAddBlockerLocked(dev Device, old *superblock.Meta) string {
 		}
 		for _, mi := range a.meta.Members {
 			if mi.UUID == theirs.UUID && mi.State == superblock.MemberActive && a.slots[mi.UUID] != nil {
-				return fmt.Sprintf("its superblock records %s as %s, so it ran without this array and their contents diverged", a.memberNameLocked(mi.UUID), theirs.State)
+				// Either it ran without this array (split brain), or the
+				// member it records as failed left before it and was
+				// re-added since: the superblocks cannot tell which, and
+				// the bitmap cannot undo writes made without the array.
+				n := a.memberNameLocked(mi.UUID)
+				return fmt.Sprintf("its superblock records %s as %s, and %s is in sync now: either it ran without this array, or %s failed before it and was re-added since; the two cannot be told apart, so it is not trusted (members that failed one after the other are each re-added by the bitmap when added back in the reverse order: the last to fail first)", n, theirs.State, n, n)
 			}
 		}
 	}

@@ -319,3 +319,48 @@ func TestRefusedAddKeepsTheFailedMembersDevice(t *testing.T) {
 	assert.NotContains(t, err.Error(), "fail it first")
 	require.NoError(t, a.RemoveMember(r.devs[2].Path), "found by its path again")
 }
+
+// TestReAddOrderMessage: members 1 and 2 of a RAID6 fail one after the
+// other. Re-added in the order they failed, the second is rebuilt in full
+// (its superblock records the first as failed, and nothing tells that
+// from a split brain), and the event says both possibilities and the
+// order that re-adds both by the bitmap, instead of asserting a split
+// brain. Re-added last to fail first, both come back by the bitmap.
+func TestReAddOrderMessage(t *testing.T) {
+	const chunk = 16 << 10
+	for _, lastFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("lastFirst=", lastFirst), func(t *testing.T) {
+			r := newRig(5, memberSizeFor(chunk, 32))
+			a := createArray(t, r.devs, raid.CreateOptions{Name: "order", Level: stripe.RAID6, Chunk: chunk, BitmapRegion: 4 * chunk},
+				raid.Options{CleanDelay: 10 * time.Millisecond})
+			want := fill(t, a, 28)
+			waitBitmapClean(t, a)
+			failRole(t, a, 1)
+			writeEnds(t, a, want, 'o')
+			failRole(t, a, 2)
+			writeEnds(t, a, want, 'p')
+			order := []int{1, 2}
+			if lastFirst {
+				order = []int{2, 1}
+			}
+			for _, m := range order {
+				require.NoError(t, a.Release(r.devs[m].Path))
+				require.NoError(t, a.AddMember(r.devs[m], false))
+				waitIdle(t, a)
+			}
+			full := ""
+			for _, e := range a.Status().History {
+				if e.Kind == raid.EventMemberAdded && strings.HasPrefix(e.Detail, "full rebuild") {
+					full = e.Detail
+				}
+			}
+			if lastFirst {
+				assert.Empty(t, full, "both re-added by the bitmap")
+			} else {
+				assert.Contains(t, full, "either it ran without this array, or")
+				assert.Contains(t, full, "the last to fail first")
+			}
+			requireContent(t, a, want, "after the re-adds")
+		})
+	}
+}

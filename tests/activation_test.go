@@ -116,4 +116,5 @@ func TestSocketActivation(t *testing.T) {
 	s.out.flush()
 	assert.Equal(t, 1, exitCode(s.err), s.out.String())
 	assert.Contains(t, s.out.String(), `file descriptor 4 is named "control"; raidd takes only NBD listeners`)
+	assert.NotContains(t, s.out.String(), "array assembled", "refused before any array is assembled")
 }

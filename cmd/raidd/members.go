@@ -294,7 +294,12 @@ func lockHolder(lock *os.File) string {
 func heldBy(h, me *superblock.InUse, force bool) string {
 	who := fmt.Sprintf("is in use by raidd pid %d on host %q (opened as %s since %s)",
 		h.PID, h.Host, h.Path, time.Unix(0, h.Since).UTC().Format(time.RFC3339))
-	if h.Host == me.Host && h.BootID == me.BootID && h.PIDNS == me.PIDNS {
+	// A zero boot id is one that could not be read (/proc/sys hidden, as
+	// systemd's ProcSubset=pid does): the boots cannot be compared, and
+	// the holder's process is looked up as on the same boot (a PID with
+	// the same start time across a reboot is not a real risk).
+	unknownBoot := h.BootID == [16]byte{} || me.BootID == [16]byte{}
+	if h.Host == me.Host && (h.BootID == me.BootID || unknownBoot) && h.PIDNS == me.PIDNS {
 		// The holder's process can be looked up: its start time tells a
 		// live holder from a dead one whose PID was reused.
 		if !running(h.PID, h.ProcStart) {
@@ -308,7 +313,7 @@ func heldBy(h, me *superblock.InUse, force bool) string {
 		}
 		return who + ", which is running; stop it first"
 	}
-	if h.Host == me.Host && h.BootID != me.BootID {
+	if h.Host == me.Host && h.BootID != me.BootID && !unknownBoot {
 		return "" // a holder from before this host rebooted
 	}
 	age := time.Since(time.Unix(0, h.Heartbeat))

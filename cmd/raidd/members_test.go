@@ -163,6 +163,36 @@ func TestMemberClaim(t *testing.T) {
 	})
 }
 
+// TestHeldByUnknownBootID: a raidd that could not read the boot id (its
+// /proc/sys hidden, as systemd's ProcSubset=pid does) writes a zero one.
+// The boots cannot be compared then, and the holder's process decides: a
+// running holder is refused whichever side's boot id is unknown. Taking
+// the mismatch for a reboot let two raidds write the same member.
+func TestHeldByUnknownBootID(t *testing.T) {
+	me := self()
+	require.NotZero(t, me.BootID, "this machine's boot id")
+	child := exec.Command("sleep", "30")
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	pid := strconv.Itoa(child.Process.Pid)
+	st, err := procStartTime(pid)
+	require.NoError(t, err)
+	h := me
+	h.PID, h.ProcStart, h.Since, h.Heartbeat = uint32(child.Process.Pid), st, time.Now().UnixNano(), time.Now().UnixNano()
+
+	unknown := h
+	unknown.BootID = [16]byte{}
+	assert.Contains(t, heldBy(&unknown, &me, false), "which is running", "the holder could not read its boot id")
+	blind := me
+	blind.BootID = [16]byte{}
+	assert.Contains(t, heldBy(&h, &blind, false), "which is running", "this raidd could not read its boot id")
+	assert.Contains(t, heldBy(&h, &me, false), "which is running")
+
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	assert.Empty(t, heldBy(&unknown, &me, false), "a holder that exited holds nothing")
+}
+
 // TestProcStartTime reads this process's start time and reports a process
 // that does not exist.
 func TestProcStartTime(t *testing.T) {

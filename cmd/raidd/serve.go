@@ -321,6 +321,12 @@ func arrayNameOf(members []MemberConfig) (string, error) {
 // ShutdownTimeout), arrays synced, marked clean and closed. ready, if not
 // nil, is called once every listener is open, with the NBD URI of every
 // export on every listener.
+// isUnixAddr reports whether a is a unix socket's address.
+func isUnixAddr(a net.Addr) bool {
+	_, ok := a.(*net.UnixAddr)
+	return ok
+}
+
 func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uris []string)) (err error) {
 	d := &daemon{cfg: cfg, log: log, started: time.Now()}
 	// The watchdog runs from the start; STATUS= lines once serving.
@@ -331,6 +337,22 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		// After the arrays are closed (deferred below), so that their last
 		// events still run.
 		defer d.hooks.close(cfg.ShutdownTimeout)
+	}
+	// Sockets passed by the service manager (raidd.socket) replace the
+	// listen setting. They are checked before any array is assembled, so
+	// that a refusal costs no assembly (and no resync under a restart
+	// loop).
+	activated, err := activatedListeners(os.Getenv, os.Getpid(), listenFDsStart)
+	unsetActivationEnv()
+	if err != nil {
+		return err
+	}
+	for _, l := range activated {
+		if a := listenString(l.Addr()); !isUnixAddr(l.Addr()) && !isLoopback(a) {
+			if err := cfg.remoteListenPolicy(a); err != nil {
+				return fmt.Errorf("%w (this socket was passed by the service manager: %s)", err, l.name)
+			}
+		}
 	}
 	if err := d.assemble(); err != nil {
 		return err
@@ -416,13 +438,6 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 			uris = append(uris, u)
 		}
 	}
-	// Sockets passed by the service manager (raidd.socket) replace the
-	// listen setting.
-	activated, err := activatedListeners(os.Getenv, os.Getpid(), listenFDsStart)
-	unsetActivationEnv()
-	if err != nil {
-		return err
-	}
 	if len(activated) > 0 {
 		cfg.Listen = nil
 		for _, l := range activated {
@@ -430,11 +445,6 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		}
 		for _, l := range activated {
 			a := listenString(l.Addr())
-			if _, tcp := l.Addr().(*net.TCPAddr); tcp && !isLoopback(a) {
-				if err := cfg.remoteListenPolicy(a); err != nil {
-					return fmt.Errorf("%w (this socket was passed by the service manager: %s)", err, l.name)
-				}
-			}
 			cfg.Listen = append(cfg.Listen, a)
 			nbdLs = append(nbdLs, l.Listener)
 			addURIs(l.Listener)

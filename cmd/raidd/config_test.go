@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raidd/raidd/nbd"
 	"github.com/raidd/raidd/raid"
 )
 
@@ -103,11 +104,22 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, NBDConfig{}, c.NBD, "zero nbd options mean the nbd package's defaults")
 }
 
-// The sample shipped for the systemd unit must load and validate.
+// The sample shipped for the systemd unit must load and validate, and
+// its NBD section, which says "0 or absent means the default shown", must
+// show the nbd package's defaults (it once showed max_in_flight at twice
+// the default).
 func TestSampleConfig(t *testing.T) {
 	c, err := loadConfig(newViper(), "../../contrib/systemd/raidd.yaml")
 	require.NoError(t, err)
 	require.NoError(t, c.Validate())
+	n := c.NBD
+	assert.EqualValues(t, nbd.DefaultWorkers, n.Workers)
+	assert.EqualValues(t, nbd.DefaultMaxPayload, n.MaxPayload)
+	assert.EqualValues(t, nbd.DefaultMaxTotalInFlightBytes, n.MaxTotalInFlight)
+	assert.EqualValues(t, max(nbd.DefaultMaxPayload, nbd.DefaultMaxTotalInFlightBytes/2), n.MaxInFlight)
+	assert.EqualValues(t, nbd.DefaultMaxConnections, n.MaxConnections)
+	assert.Equal(t, nbd.DefaultHandshakeTimeout, n.HandshakeTimeout)
+	assert.Equal(t, nbd.DefaultIOTimeout, n.IOTimeout)
 }
 
 func TestLoadConfigRejectsUnknownKeys(t *testing.T) {

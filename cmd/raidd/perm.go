@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // Modes of the control socket. Whoever can connect to it can fail and
@@ -56,9 +57,19 @@ func listenControl(path string, gid int) (net.Listener, error) {
 	mode := controlMode
 	if gid >= 0 {
 		mode = controlGroupMode
-		if err := os.Lchown(tmp, -1, gid); err != nil {
-			_ = l.Close()
-			return nil, fmt.Errorf("control_group: give the socket group %d: %w (raidd must run as root or as a member of that group)", gid, err)
+		// A socket created with the group already (raidd running with it
+		// as its group, systemd's Group=) needs no chown, which the
+		// shipped unit forbids (no CAP_CHOWN, chown calls filtered).
+		var st syscall.Stat_t
+		if err := syscall.Lstat(tmp, &st); err != nil || int(st.Gid) != gid {
+			if err := os.Lchown(tmp, -1, gid); err != nil {
+				_ = l.Close()
+				hint := "raidd must run as root or as a member of that group"
+				if os.Geteuid() == 0 {
+					hint = "raidd runs as root without the right to change a file's group (CAP_CHOWN dropped, or chown filtered, as the shipped systemd unit does): run raidd with that group as its own instead (Group=GROUP in a drop-in, 'systemctl edit raidd'), and the socket is created with it"
+				}
+				return nil, fmt.Errorf("control_group: give the socket group %d: %w (%s)", gid, err, hint)
+			}
 		}
 	}
 	if err := os.Chmod(tmp, mode); err != nil {

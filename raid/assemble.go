@@ -262,9 +262,15 @@ type candidate struct {
 //     counter first, and only as many as the start needs. Members with an
 //     older counter than the first one taken, and members whose table
 //     records a trusted member as failed (split brain), are never forced:
-//     then it refuses with ErrDiverged. Each forced member is logged with
-//     its event counter, and parity and mirrors are resynced over the
-//     write-intent bitmap's dirty regions afterwards.
+//     then it refuses with ErrDiverged. Older members are forced with the
+//     first only when they left together with it (leftAsItFailed). The
+//     first is forced only when the array could not run without it when
+//     it left: members its own table had in sync, less the members given
+//     that left no later, must not survive (stayedAfter); a member not
+//     given counts as having stayed, since it may hold writes the first
+//     lacks (ErrCannotStart, unless o.AcceptLoss). Each forced member is
+//     logged with its event counter, and parity and mirrors are resynced
+//     over the write-intent bitmap's dirty regions afterwards.
 //
 // Every refusal names the member and says what to do. Members left out are
 // recorded as failed in the survivors' superblocks. After an unclean

@@ -480,6 +480,17 @@ func TestRAID10MissingMessage(t *testing.T) {
 	require.NoError(t, a.Close())
 }
 
+// raid5FailedTwice is raid5MissedWrites, then member 2 failed by force
+// (the array is FAILED: member 2 holds every write, member 1 misses the
+// last ones) and the array closed.
+func raid5FailedTwice(t *testing.T, name string, seed int64, b byte) (*rig, []byte, raid.Options) {
+	t.Helper()
+	r, a, want, opts := raid5MissedWrites(t, name, seed, b)
+	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
+	require.NoError(t, a.Close())
+	return r, want, opts
+}
+
 // TestForceAssembleRefusesWhenTheLastToFailIsMissing: member 1 fails,
 // writes follow that only members 0, 2 and 3 hold, then member 2 is failed
 // by force (the array is FAILED). Member 2 holds every write; member 1
@@ -489,9 +500,7 @@ func TestRAID10MissingMessage(t *testing.T) {
 // still ran after it left. --accept-loss starts it anyway, as asked; with
 // member 2 given, member 2 is trusted and every byte is served.
 func TestForceAssembleRefusesWhenTheLastToFailIsMissing(t *testing.T) {
-	r, a, want, opts := raid5MissedWrites(t, "early", 23, 'e')
-	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
-	require.NoError(t, a.Close())
+	r, want, opts := raid5FailedTwice(t, "early", 23, 'e')
 	m2, err := superblock.Read(r.mem[2])
 	require.NoError(t, err)
 
@@ -516,7 +525,7 @@ func TestForceAssembleRefusesWhenTheLastToFailIsMissing(t *testing.T) {
 	_, err = r.mem[2].WriteAt(saved, superblock.SlotOffset(0))
 	require.NoError(t, err)
 
-	a = assembleArray(t, r.devs, forced)
+	a := assembleArray(t, r.devs, forced)
 	requireContent(t, a, want, "forced with the member that failed last")
 	require.NoError(t, a.Close())
 }
@@ -525,11 +534,9 @@ func TestForceAssembleRefusesWhenTheLastToFailIsMissing(t *testing.T) {
 // operator's word that the member that failed last is gone for good: the
 // array starts from the one that left before it, and serves what it has.
 func TestForceAssembleAcceptLossTrustsTheEarlyMember(t *testing.T) {
-	r, a, _, opts := raid5MissedWrites(t, "loss", 24, 'l')
-	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
-	require.NoError(t, a.Close())
+	r, _, opts := raid5FailedTwice(t, "loss", 24, 'l')
 	opts.ForceAssemble, opts.AcceptLoss = true, true
-	a = assembleArray(t, []raid.Device{r.devs[0], r.devs[1], r.devs[3]}, opts)
+	a := assembleArray(t, []raid.Device{r.devs[0], r.devs[1], r.devs[3]}, opts)
 	st := a.Status()
 	assert.False(t, st.Failed)
 	assert.True(t, st.Degraded)

@@ -3,6 +3,7 @@ package raid
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/raidd/raidd/raid/superblock"
 )
@@ -29,17 +30,23 @@ type RestoreOptions struct {
 // parameters, which rewrites every member; this writes only dev's header
 // and takes every parameter from the peers.
 //
-// The role dev held comes from o.Role or from the array and member UUIDs
-// its damaged slots still carry; they must agree. It refuses when:
+// The member dev was comes from the array and member UUIDs its damaged
+// slots still carry (the entry of that member, whatever holds its role
+// now), or, for a wiped header, from o.Role; the two must agree. It
+// refuses when:
 //   - dev's superblock reads (nothing to restore), or dev is too small for
 //     the array's data region;
 //   - a peer's superblock does not read, or a peer belongs to another array;
 //   - dev's damaged header names another array, or a member the array's
-//     table does not hold in a role;
-//   - the role is held by a peer given, or the newest peer's table does not
-//     record the role's member as active (in sync): a failed or rebuilding
-//     member missed writes, and must be rebuilt ('raidd add');
-//   - the peers alone start the array (unless o.Force).
+//     table does not hold in a role (unless o.Force with o.Role: an
+//     identity garbled with the rest);
+//   - dev's damaged header carries an event counter newer than the newest
+//     peer's: the peers are behind dev, even with o.Force;
+//   - the member is a peer given, or the newest peer's table does not
+//     record it as active (in sync): a failed or rebuilding member missed
+//     writes, and must be rebuilt ('raidd add'), even with o.Force;
+//   - without o.Force, an in-sync member of the newest table is not among
+//     the peers, or the peers alone start the array.
 //
 // The header written is the newest peer's, with dev's role and member UUID
 // and the same event counter, so assembly takes dev as in sync at the
@@ -74,23 +81,34 @@ func RestoreHeader(dev Device, peers []Device, o RestoreOptions) (*superblock.Me
 		}
 	}
 
-	role, err := restoreRole(dev, nm, o.Role, cands)
+	entry, err := restoreEntry(dev, nm, o, cands)
 	if err != nil {
 		return nil, err
 	}
-	var entry *superblock.MemberInfo
-	for i, e := range nm.Members {
-		if int(e.Role) == role && (entry == nil || e.State == superblock.MemberActive) {
-			entry = &nm.Members[i]
-		}
-	}
+	role := int(entry.Role)
 	for _, c := range cands {
-		if int(c.meta.Role) == role && c.meta.MemberUUID == entry.UUID {
+		if c.meta.MemberUUID == entry.UUID {
 			return nil, fmt.Errorf("%w: role %d of %q is %s, given as a peer: %s is not that member", ErrConfig, role, nm.Name, c.dev.Path, dev.Path)
 		}
 	}
 	if entry.State != superblock.MemberActive {
-		return nil, fmt.Errorf("%w: %q's newest superblock (%s, events %d) records role %d's member as %s: it was not in sync, so its data cannot be trusted as it stands; start the array without %s and add it back with 'raidd add --force', which rebuilds it", ErrCannotStart, nm.Name, newest.dev.Path, nm.Events, role, entry.State, dev.Path)
+		return nil, fmt.Errorf("%w: %q's newest superblock (%s, events %d) records role %d's member %s as %s: it was not in sync, so its data cannot be trusted as it stands; start the array without %s and add it back with 'raidd add --force', which rebuilds it", ErrCannotStart, nm.Name, newest.dev.Path, nm.Events, role, superblock.FormatUUID(entry.UUID), entry.State, dev.Path)
+	}
+	if !o.Force {
+		// Every other in-sync member must be given, so that the peers are
+		// the newest and the trial start below sees the whole array.
+		for _, e := range nm.Members {
+			if e.State != superblock.MemberActive || e.Role < 0 || e.UUID == entry.UUID {
+				continue
+			}
+			given := false
+			for _, c := range cands {
+				given = given || c.meta.MemberUUID == e.UUID
+			}
+			if !given {
+				return nil, fmt.Errorf("%w: role %d's member %s, in sync in %q's newest superblock, is not given: give every other member of the array, so that the header is rebuilt from the newest ones and restore-header can tell whether the array starts without %s ('raidd examine' shows each device's member UUID); --force restores it from the members given, if that member is lost", ErrConfig, e.Role, superblock.FormatUUID(e.UUID), nm.Name, dev.Path)
+			}
+		}
 	}
 	if need := int64(nm.DataOffset + nm.DataSize); dev.Member.Size() < need {
 		return nil, fmt.Errorf("%w: %s is %d bytes and %q's members need %d (data region [%d, %d)): a different device, or one that shrank (a loop device's --sizelimit)", ErrConfig, dev.Path, dev.Member.Size(), nm.Name, need, nm.DataOffset, need)
@@ -132,54 +150,78 @@ func RestoreHeader(dev Device, peers []Device, o RestoreOptions) (*superblock.Me
 	return got, nil
 }
 
-// restoreRole is the role dev held in nm's array: the one its damaged
-// header names, which must agree with want when want is given, or want
-// when the header names none. cands are the peers.
-func restoreRole(dev Device, nm *superblock.Meta, want int, cands []candidate) (int, error) {
+// restoreEntry is the member table entry of nm that dev was: the one its
+// damaged header names (superblock.ReadRemains), which must agree with
+// o.Role when that is given, or the in-sync member of o.Role when the
+// header names none. A damaged header that names another array or a
+// member nm does not hold in a role is taken as no evidence only with
+// o.Force and o.Role (a garbled identity field); one whose event counter
+// is newer than nm's says the peers are behind dev, and is refused.
+func restoreEntry(dev Device, nm *superblock.Meta, o RestoreOptions, cands []candidate) (*superblock.MemberInfo, error) {
+	want := o.Role
 	if want >= int(nm.RaidDisks) {
-		return 0, fmt.Errorf("%w: role %d: %q has roles 0 to %d", ErrConfig, want, nm.Name, nm.RaidDisks-1)
+		return nil, fmt.Errorf("%w: role %d: %q has roles 0 to %d", ErrConfig, want, nm.Name, nm.RaidDisks-1)
 	}
 	remains, err := superblock.ReadRemains(dev.Member)
 	if err != nil {
-		return 0, fmt.Errorf("raid: restore %s: %w", dev.Path, err)
+		return nil, fmt.Errorf("raid: restore %s: %w", dev.Path, err)
 	}
-	said := -1
+	var (
+		named   *superblock.MemberInfo // the entry the damaged header names
+		strange []string               // identities that name no entry of nm
+	)
 	for _, r := range remains {
-		if r.ArrayUUID != nm.ArrayUUID {
-			return 0, fmt.Errorf("%w: %s's damaged header names array uuid %s, not %q (uuid %s): it is not this array's member", ErrForeign, dev.Path, superblock.FormatUUID(r.ArrayUUID), nm.Name, superblock.FormatUUID(nm.ArrayUUID))
+		if r.ArrayUUID == nm.ArrayUUID && r.Events > nm.Events {
+			return nil, fmt.Errorf("%w: %s's damaged header carries event %d, newer than the newest member given (%d): those members are behind it, and a header rebuilt from them would let their older data win. Give the array's newest members; and do not start the array from these members without %s", ErrConfig, dev.Path, r.Events, nm.Events, dev.Path)
 		}
-		role := -1
-		for _, e := range nm.Members {
-			if e.UUID == r.MemberUUID {
-				role = int(e.Role)
+		var e *superblock.MemberInfo
+		for i := range nm.Members {
+			if r.ArrayUUID == nm.ArrayUUID && nm.Members[i].UUID == r.MemberUUID && nm.Members[i].Role >= 0 {
+				e = &nm.Members[i]
 			}
 		}
-		if role < 0 {
-			return 0, fmt.Errorf("%w: %s's damaged header names member %s, which %q holds in no role (a spare, or a member removed): there is no data to keep on it; add it with 'raidd add --force'", ErrNotMember, dev.Path, superblock.FormatUUID(r.MemberUUID), nm.Name)
-		}
-		if said >= 0 && role != said {
-			return 0, fmt.Errorf("%w: %s's two damaged slots name different members (roles %d and %d)", ErrCorrupt, dev.Path, said, role)
-		}
-		said = role
-	}
-	switch {
-	case said >= 0 && want >= 0 && said != want:
-		return 0, fmt.Errorf("%w: %s's damaged header says it was role %d of %q, not role %d", ErrConfig, dev.Path, said, nm.Name, want)
-	case said >= 0:
-		return said, nil
-	case want >= 0:
-		return want, nil
-	}
-	var open uint64 // roles no peer holds
-	for r := range int(nm.RaidDisks) {
-		open |= 1 << uint(r)
-	}
-	for _, c := range cands {
-		if c.meta.Role >= 0 {
-			open &^= 1 << uint(c.meta.Role)
+		switch {
+		case e == nil && r.ArrayUUID != nm.ArrayUUID:
+			strange = append(strange, fmt.Sprintf("array uuid %s, not %q's %s", superblock.FormatUUID(r.ArrayUUID), nm.Name, superblock.FormatUUID(nm.ArrayUUID)))
+		case e == nil:
+			strange = append(strange, fmt.Sprintf("member %s, which %q holds in no role", superblock.FormatUUID(r.MemberUUID), nm.Name))
+		case named != nil && named.UUID != e.UUID:
+			return nil, fmt.Errorf("%w: %s's two damaged slots name different members of %q (roles %d and %d)", ErrCorrupt, dev.Path, nm.Name, named.Role, e.Role)
+		default:
+			named = e
 		}
 	}
-	return 0, fmt.Errorf("%w: nothing left in %s's header says which of %q's members it was (roles no member given holds: %s); if you know its role, give it (--role N)", ErrConfig, dev.Path, nm.Name, roleList(open))
+	if named != nil {
+		if want >= 0 && int(named.Role) != want {
+			return nil, fmt.Errorf("%w: %s's damaged header says it was role %d of %q, not role %d", ErrConfig, dev.Path, named.Role, nm.Name, want)
+		}
+		return named, nil
+	}
+	if len(strange) > 0 && !(o.Force && want >= 0) {
+		return nil, fmt.Errorf("%w: %s's damaged header names %s: it is not this array's member, or the identity in its header is damaged too. Only if you know it is %q's member of role N: --role N --force", ErrForeign, dev.Path, strings.Join(strange, "; "), nm.Name)
+	}
+	if want < 0 {
+		var open uint64 // roles no peer holds
+		for r := range int(nm.RaidDisks) {
+			open |= 1 << uint(r)
+		}
+		for _, c := range cands {
+			if c.meta.Role >= 0 {
+				open &^= 1 << uint(c.meta.Role)
+			}
+		}
+		return nil, fmt.Errorf("%w: nothing left in %s's header says which of %q's members it was (roles no member given holds: %s); if you know its role, give it (--role N)", ErrConfig, dev.Path, nm.Name, roleList(open))
+	}
+	var entry *superblock.MemberInfo
+	for i, e := range nm.Members {
+		if int(e.Role) == want && (entry == nil || e.State == superblock.MemberActive) {
+			entry = &nm.Members[i]
+		}
+	}
+	if entry == nil {
+		return nil, fmt.Errorf("%w: %q's newest superblock lists no member in role %d", ErrConfig, nm.Name, want)
+	}
+	return entry, nil
 }
 
 // startsWithout reports whether the array assembles read-only from peers

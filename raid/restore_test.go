@@ -151,7 +151,8 @@ func TestRestoreHeaderRedundant(t *testing.T) {
 	peers := []raid.Device{r.devs[0], r.devs[3]}
 	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: 1})
 	require.ErrorIs(t, err, raid.ErrCannotStart)
-	assert.Contains(t, err.Error(), "records role 1's member as failed")
+	assert.Contains(t, err.Error(), "records role 1's member")
+	assert.Contains(t, err.Error(), "as failed")
 	_, err = raid.RestoreHeader(r.devs[2], peers, raid.RestoreOptions{Role: 2})
 	require.NoError(t, err)
 
@@ -169,4 +170,102 @@ func TestRestoreHeaderTooSmall(t *testing.T) {
 	_, err := raid.RestoreHeader(small.devs[0], without(r.devs, 1), raid.RestoreOptions{Role: 1})
 	require.ErrorIs(t, err, raid.ErrConfig)
 	assert.Contains(t, err.Error(), "members need")
+}
+
+// TestRestoreHeaderNamesItsOwnEntry: member 1 failed and a spare was
+// rebuilt into its role. Member 1's damaged header still names member 1,
+// which the table records as failed: it is refused, where it used to be
+// given the spare's identity (and served its stale chunks as role 1's).
+func TestRestoreHeaderNamesItsOwnEntry(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(5, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs[:4], raid.CreateOptions{Name: "sp", Level: stripe.RAID5, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	fill(t, a, 44)
+	require.NoError(t, a.AddMember(r.devs[4], false))
+	failRole(t, a, 1) // the spare is rebuilt into role 1
+	waitIdle(t, a)
+	fill(t, a, 45) // member 1 misses these
+	require.NoError(t, a.Close())
+	damageSlots(t, r, 1)
+
+	peers := []raid.Device{r.devs[0], r.devs[2]} // member 3 and the spare lost
+	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: -1, Force: true})
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "as failed")
+	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: 1, Force: true})
+	require.ErrorIs(t, err, raid.ErrCannotStart, "the role given does not change whose header it is")
+}
+
+// TestRestoreHeaderPeersBehind: a RAID1 member took writes after the
+// other was failed, then its header was damaged. Its slots' event counter
+// is newer than the stale peer's, so a header rebuilt from that peer
+// (whose copy a resync would then spread) is refused, forced or not.
+func TestRestoreHeaderPeersBehind(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(2, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "behind", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	fill(t, a, 46)
+	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
+	fill(t, a, 47)
+	require.NoError(t, a.Close())
+	damageSlots(t, r, 1)
+	for _, force := range []bool{false, true} {
+		_, err = raid.RestoreHeader(r.devs[1], r.devs[:1], raid.RestoreOptions{Role: 1, Force: force})
+		require.ErrorIs(t, err, raid.ErrConfig)
+		assert.Contains(t, err.Error(), "newer than the newest member given")
+	}
+}
+
+// TestRestoreHeaderGarbledIdentity: a flipped byte in the member UUID of
+// both slots makes the header name no member of the array. That is refused
+// as foreign unless the operator gives the role and --force; a slot whose
+// identity is intact wins over one whose identity is garbled.
+func TestRestoreHeaderGarbledIdentity(t *testing.T) {
+	r, want, metas := restoreRig(t, stripe.RAID0, 3)
+	const uuidAt = 120 // the member UUID's offset in a slot
+	flipAt := func(slot int) {
+		b := make([]byte, 1)
+		off := superblock.SlotOffset(slot) + uuidAt + 5
+		_, err := r.mem[1].ReadAt(b, off)
+		require.NoError(t, err)
+		b[0] ^= 0x11
+		_, err = r.mem[1].WriteAt(b, off)
+		require.NoError(t, err)
+	}
+	peers := without(r.devs, 1)
+	flipAt(0)
+	damageSlots(t, r, 1)
+	m, err := raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: -1})
+	require.NoError(t, err, "slot 1 still names member 1")
+	assert.Equal(t, metas[1].MemberUUID, m.MemberUUID)
+
+	for s := range superblock.Slots {
+		b := make([]byte, superblock.SlotSize)
+		require.NoError(t, metas[1].Encode(b))
+		_, err = r.mem[1].WriteAt(b, superblock.SlotOffset(s))
+		require.NoError(t, err)
+		flipAt(s) // both identities garbled, checksums broken
+	}
+	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: 1})
+	require.ErrorIs(t, err, raid.ErrForeign)
+	assert.Contains(t, err.Error(), "--role N --force")
+	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: 1, Force: true})
+	require.NoError(t, err)
+	a := assembleArray(t, r.devs, raid.Options{CleanDelay: -1})
+	requireContent(t, a, want, "restored over a garbled identity")
+}
+
+// TestRestoreHeaderWantsEveryMember: without --force every other in-sync
+// member must be given: with one left out, the trial start cannot tell
+// whether the array runs without the device, and the header might come
+// from members that are behind.
+func TestRestoreHeaderWantsEveryMember(t *testing.T) {
+	r, _, _ := restoreRig(t, stripe.RAID5, 4)
+	require.NoError(t, superblock.Erase(r.mem[3]))
+	_, err := raid.RestoreHeader(r.devs[3], r.devs[:2], raid.RestoreOptions{Role: 3})
+	require.ErrorIs(t, err, raid.ErrConfig)
+	assert.Contains(t, err.Error(), "role 2's member")
+	assert.Contains(t, err.Error(), "is not given")
 }

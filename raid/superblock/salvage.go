@@ -13,12 +13,14 @@ import (
 type Remains struct {
 	ArrayUUID  [16]byte
 	MemberUUID [16]byte
+	Events     uint64 // the slot's event counter, as damaged as the rest
 }
 
 // ReadRemains reads both slots of r and returns the identities of those
 // that carry Magic and nonzero UUIDs, in slot order and without repeats (so
-// two entries mean the slots contradict each other). Slots that decode are
-// included too.
+// two entries mean the slots contradict each other; one identity carried
+// by both slots has the higher of their event counters). Slots that
+// decode are included too.
 // It returns nil when no slot carries anything (a wiped header), and an
 // error only when r fails to read.
 func ReadRemains(r io.ReaderAt) ([]Remains, error) {
@@ -43,8 +45,11 @@ func ReadRemains(r io.ReaderAt) ([]Remains, error) {
 		if id.ArrayUUID == ([16]byte{}) || id.MemberUUID == ([16]byte{}) {
 			continue
 		}
-		if len(out) == 0 || out[0] != id {
+		id.Events = le.Uint64(buf[offEvents:])
+		if len(out) == 0 || out[0].ArrayUUID != id.ArrayUUID || out[0].MemberUUID != id.MemberUUID {
 			out = append(out, id)
+		} else {
+			out[0].Events = max(out[0].Events, id.Events)
 		}
 	}
 	return out, nil

@@ -433,7 +433,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 	missing, why := missingRoles(meta, slots)
 	forced := false
 	if !geo.Survives(missing) {
-		fm, err := forceable(geo, meta, slots, dead, deadCands, missing, absent, o.AcceptLoss)
+		fm, err := forceable(geo, meta, nm, slots, dead, deadCands, missing, absent, o.AcceptLoss)
 		switch {
 		case o.ForceAssemble && err != nil:
 			return nil, fmt.Errorf("%w: %q: forced assembly refused: %w", ErrCannotStart, meta.Name, err)
@@ -788,7 +788,7 @@ func missingRoles(meta *superblock.Meta, slots map[[16]byte]*slot) (uint64, []st
 // while the array still ran and missed writes it acknowledged. It returns
 // indexes into dead, or an error wrapping ErrDiverged or ErrCannotStart
 // saying why no safe choice exists.
-func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64, absent map[[16]byte]string, acceptLoss bool) ([]int, error) {
+func forceable(geo stripe.Geometry, meta, newest *superblock.Meta, slots map[[16]byte]*slot, dead []*slot, cands []candidate, missing uint64, absent map[[16]byte]string, acceptLoss bool) ([]int, error) {
 	var (
 		ok       []int
 		refusals []string
@@ -841,7 +841,7 @@ func forceable(geo stripe.Geometry, meta *superblock.Meta, slots map[[16]byte]*s
 			continue // two candidates for one role: the fresher one was taken
 		}
 		if len(chosen) == 0 && !acceptLoss {
-			if stayed := stayedAfter(cands[k], cands, slots, dead); len(stayed) > 0 && geo.Survives(missing&^stayedRoles(stayed)) {
+			if stayed := stayedAfter(cands[k], cands, newest, slots, dead); len(stayed) > 0 && geo.Survives(missing&^stayedRoles(stayed)) {
 				if early == nil {
 					early = &leftEarlyError{name: meta.Name, path: dead[k].path, events: cands[k].meta.Events, stayed: stayed}
 					// A member the newest table still has in sync says
@@ -888,11 +888,15 @@ type stayedMember struct {
 // stayedAfter returns the members that stayed in sync after c left: those
 // c's own table (its last superblock) records in sync, less those given
 // that left no later than c (their own last superblock is no newer). A
-// member not given is assumed to have stayed: it may hold writes c lacks.
-// Present in-sync members (slots) stayed too, and are left out of the
-// list: the operator supplies the others. cands and dead are the members
-// given that were left out.
-func stayedAfter(c candidate, cands []candidate, slots map[[16]byte]*slot, dead []*slot) []stayedMember {
+// member not given is assumed to have stayed (it may hold writes c
+// lacks), unless the newest superblock records it as failed at the very
+// next update after c's last (newest.Events <= c's + 1): it then left in
+// the update that recorded c's departure (two disks dropped at once),
+// since c's own table had it in sync and no later update exists. Present
+// in-sync members (slots) stayed too, and are left out of the list: the
+// operator supplies the others. cands and dead are the members given that
+// were left out.
+func stayedAfter(c candidate, cands []candidate, newest *superblock.Meta, slots map[[16]byte]*slot, dead []*slot) []stayedMember {
 	var out []stayedMember
 	for _, mi := range c.meta.Members {
 		if mi.UUID == c.meta.MemberUUID || mi.Role < 0 || mi.State != superblock.MemberActive {
@@ -902,7 +906,7 @@ func stayedAfter(c candidate, cands []candidate, slots map[[16]byte]*slot, dead 
 			continue // present and in sync: it stayed, and is given
 		}
 		name := superblock.FormatUUID(mi.UUID) + " (not given)"
-		left := false
+		left := newest.Events <= c.meta.Events+1 && recordsFailed(newest, mi.UUID)
 		for k, o := range cands {
 			if o.meta.MemberUUID == mi.UUID {
 				name = fmt.Sprintf("%s (event %d)", dead[k].path, o.meta.Events)

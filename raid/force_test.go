@@ -603,32 +603,44 @@ func TestFailedArrayKeepsItsFailedMembers(t *testing.T) {
 // TestForceAssembleTrustsMembersThatDroppedTogether: two RAID5 members
 // stop taking writes at once (a cable, a controller). Both last wrote
 // their superblocks at the same event, so neither left while the array
-// ran on without it: a forced start trusts one, and every write the array
-// acknowledged is served (the write that met the failure was not
-// acknowledged; its range is left out of the comparison).
+// ran on without it: a forced start trusts one, also with the other lost
+// for good (it used to be refused then, as if that one had stayed), and
+// every write the array acknowledged is served (the write that met the
+// failure was not acknowledged; its range is left out of the comparison).
 func TestForceAssembleTrustsMembersThatDroppedTogether(t *testing.T) {
-	r := newRig(4, memberSizeFor(raid5Chunk, 32))
-	opts := raid.Options{CleanDelay: -1}
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "drop", Level: stripe.RAID5, Chunk: raid5Chunk}, opts)
-	require.NoError(t, err)
-	want := fill(t, a, 26)
-	r.toggles[1].On()
-	r.toggles[2].On()
-	p := make([]byte, 3*raid5Chunk)
-	_, err = a.WriteAt(p, 0)
-	require.Error(t, err, "the write that met both failures")
-	require.True(t, a.Status().Failed)
-	require.NoError(t, a.Close())
-	r.toggles[1].Off()
-	r.toggles[2].Off()
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprint("oneLost=", lost), func(t *testing.T) {
+			r := newRig(4, memberSizeFor(raid5Chunk, 32))
+			opts := raid.Options{CleanDelay: -1}
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "drop", Level: stripe.RAID5, Chunk: raid5Chunk}, opts)
+			require.NoError(t, err)
+			want := fill(t, a, 26)
+			r.toggles[1].On()
+			r.toggles[2].On()
+			p := make([]byte, 3*raid5Chunk)
+			_, err = a.WriteAt(p, 0)
+			require.Error(t, err, "the write that met both failures")
+			require.True(t, a.Status().Failed)
+			require.NoError(t, a.Close())
+			r.toggles[1].Off()
+			r.toggles[2].Off()
 
-	_, err = raid.Assemble(r.devs, opts)
-	require.ErrorIs(t, err, raid.ErrCannotStart)
-	opts.ForceAssemble = true
-	a = assembleArray(t, r.devs, opts)
-	got := make([]byte, len(want))
-	_, err = a.ReadAt(got, 0)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(want[len(p):], got[len(p):]), "every acknowledged write")
-	require.NoError(t, a.Close())
+			_, err = raid.Assemble(r.devs, opts)
+			require.ErrorIs(t, err, raid.ErrCannotStart)
+			opts.ForceAssemble = true
+			given := r.devs
+			if lost {
+				// The newest superblock records both failed in the update
+				// right after their last, so neither stayed after the
+				// other: the one left is trusted.
+				given = []raid.Device{r.devs[0], r.devs[2], r.devs[3]}
+			}
+			a = assembleArray(t, given, opts)
+			got := make([]byte, len(want))
+			_, err = a.ReadAt(got, 0)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want[len(p):], got[len(p):]), "every acknowledged write")
+			require.NoError(t, a.Close())
+		})
+	}
 }

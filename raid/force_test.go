@@ -644,3 +644,28 @@ func TestForceAssembleTrustsMembersThatDroppedTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedArrayReleasesDevicesNoOneNeeds: on a FAILED array, a device
+// that holds no role (a spare removed earlier, then given at start, left
+// out as not in the member table) can still be removed: no forced
+// assembly can use it. It used to be refused like a failed member.
+func TestFailedArrayReleasesDevicesNoOneNeeds(t *testing.T) {
+	r := newRig(4, memberSizeFor(raid5Chunk, 16))
+	opts := raid.Options{CleanDelay: -1}
+	a, err := raid.Create(r.devs[:3], raid.CreateOptions{Name: "free", Level: stripe.RAID5, Chunk: raid5Chunk}, opts)
+	require.NoError(t, err)
+	fill(t, a, 29)
+	require.NoError(t, a.AddMember(r.devs[3], false))
+	require.NoError(t, a.RemoveMember(r.devs[3].Path))
+	require.NoError(t, a.Close())
+
+	a = assembleArray(t, r.devs, opts)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, false))
+	require.NoError(t, a.FailMemberChecked(r.devs[2].Path, true))
+	require.True(t, a.Status().Failed)
+	err = a.RemoveMember(r.devs[2].Path)
+	require.ErrorIs(t, err, raid.ErrBusy, "a failed member: a forced assembly may need it")
+	assert.Contains(t, err.Error(), "leave the array out of its configuration")
+	require.NoError(t, a.RemoveMember(r.devs[3].Path), "a device with no role")
+	require.NoError(t, a.Close())
+}

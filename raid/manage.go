@@ -219,8 +219,15 @@ func (a *Array) RemoveMember(id string) error {
 		}
 	}
 	if i < 0 { // a stale device: close it and forget its failed entry
-		if err := a.failedRemoveErrLocked(id, superblock.MemberInfo{Role: 0, State: superblock.MemberFailed}); err != nil {
-			return err
+		for _, mi := range a.meta.Members {
+			if mi.UUID == s.uuid {
+				// A member that failed in a role (left out at start): a
+				// forced assembly may need it. A retired or removed device
+				// has no entry, and nothing needs it.
+				if err := a.failedRemoveErrLocked(s.path, mi); err != nil {
+					return err
+				}
+			}
 		}
 		for k, d := range a.dead {
 			if d == s {
@@ -244,7 +251,11 @@ func (a *Array) RemoveMember(id string) error {
 	if mi.State == superblock.MemberActive || mi.State == superblock.MemberRebuilding {
 		return fmt.Errorf("%w: %s is %s in role %d; fail it first ('raidd fail')", ErrBusy, id, mi.State, mi.Role)
 	}
-	if err := a.failedRemoveErrLocked(id, mi); err != nil {
+	name := id
+	if s != nil {
+		name = s.path
+	}
+	if err := a.failedRemoveErrLocked(name, mi); err != nil {
 		return err
 	}
 	if j := a.job; j != nil && s != nil && j.hasTarget(s) {
@@ -440,7 +451,7 @@ func (a *Array) failedRemoveErrLocked(id string, mi superblock.MemberInfo) error
 	if !v.failed || mi.Role < 0 || mi.State != superblock.MemberFailed {
 		return nil
 	}
-	return fmt.Errorf("%w: %q is FAILED (roles %s missing), and it comes back only by a forced assembly, which may need %s: the member that failed last holds every write the array acknowledged. Its entry is unchanged. Stop raidd, run 'raidd assemble MEMBER...' with every member (it lists what a forced start would trust), then 'raidd assemble --force MEMBER...' or 'raidd serve --force-assemble'; remove members once the array runs",
+	return fmt.Errorf("%w: %q is FAILED (roles %s missing), and it comes back only by a forced assembly, which may need %s: the member that failed last holds every write the array acknowledged. Its entry is unchanged. Stop raidd, run 'raidd assemble MEMBER...' with every member (it lists what a forced start would trust), then 'raidd assemble --force MEMBER...' or 'raidd serve --force-assemble'; remove members once the array runs. To give the array up instead (to recreate it, or to use its devices elsewhere), stop raidd and leave the array out of its configuration: its devices are then free",
 		ErrBusy, a.meta.Name, roleList(^v.readable&fullMask(a.geo.Members())), id)
 }
 

@@ -332,7 +332,7 @@ func TestScrubDegraded(t *testing.T) {
 			require.ErrorIs(t, err, raid.ErrInconsistent, "%s", res)
 			assert.EqualValues(t, 0, res.Repaired, "one syndrome cannot locate")
 			require.Len(t, res.Findings, 1)
-			assert.Contains(t, res.Findings[0].Detail, "not repaired (re-add or rebuild the missing member, then repair")
+			assert.Contains(t, res.Findings[0].Detail, "not repaired. If the missing member's device is intact, re-add it and repair")
 			assert.Equal(t, -1, res.Findings[0].Role, "the wrong chunk is not known")
 
 			require.NoError(t, a.Release(r.devs[0].Path))

@@ -771,13 +771,16 @@ func (l *Layout) checkDegraded(op *raid.Op, row int64, shards [][]byte) error {
 		mm := raid.Mismatch{Row: row, Role: -1, Shard: "row", Offset: row*l.chunk + int64(i)}
 		// One syndrome detects but cannot locate: the wrong chunk may be
 		// any data chunk as well as the parity left. Recomputing that
-		// parity from the data would make a wrong data chunk permanent
-		// (the parity that comes back would then be rebuilt from it too),
-		// where, with the missing member back, both syndromes locate it.
+		// parity from the data would make a wrong data chunk permanent.
+		// Both syndromes locate it only if the missing member comes back
+		// with this row's chunk as it was: a rebuild, or a re-add whose
+		// resync covers the row, computes that chunk from the others, the
+		// wrong one included, and the row then agrees with it.
+		const back = "not repaired. If the missing member's device is intact, re-add it and repair: both syndromes then locate the wrong chunk, in rows the re-add does not resync (rows of regions written while it was out are recomputed from the others, the wrong chunk included)"
 		if gone < l.dk {
-			mm.Detail = fmt.Sprintf("%s mismatches with data chunk %d missing: one syndrome cannot locate the wrong chunk; not repaired (rebuild the missing member, then repair)", name, gone)
+			mm.Detail = fmt.Sprintf("%s mismatches with data chunk %d missing: one syndrome cannot locate the wrong chunk; %s", name, gone, back)
 		} else {
-			mm.Detail = fmt.Sprintf("%s mismatches with the other parity missing: one syndrome cannot tell whether %s or a data chunk is wrong; not repaired (re-add or rebuild the missing member, then repair: both syndromes locate it)", name, name)
+			mm.Detail = fmt.Sprintf("%s mismatches with the other parity missing: one syndrome cannot tell whether %s or a data chunk is wrong; %s", name, name, back)
 		}
 		op.Mismatch(mm)
 		return fmt.Errorf("%w: row %d %s mismatch at chunk offset %d", raid.ErrInconsistent, row, name, i)

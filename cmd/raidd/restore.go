@@ -22,15 +22,18 @@ RAID0, or more members than the level tolerates. md's way is to recreate
 the array over the same disks with exactly the original parameters
 ('mdadm --create --assume-clean'); this writes DEVICE's header alone.
 
-The role DEVICE held comes from what its damaged header still says (the
+The member DEVICE was comes from what its damaged header still says (the
 array and member UUIDs survive a partial overwrite or a flipped bit) or,
 for a wiped header, from --role; a role given must agree with the header.
-It refuses when DEVICE's header reads, when the role's member is given
-among the MEMBERs, when the array's newest superblock does not record that
-member as in sync (a failed or rebuilding member missed writes: rebuild it
-with 'raidd add'), and when the MEMBERs alone start the array: then leave
-DEVICE out and add it back, which rebuilds it and trusts nothing on it
-(--force restores the header anyway).
+It refuses when DEVICE's header reads, when that member is given among the
+MEMBERs, when the array's newest superblock does not record it as in sync
+(a failed or rebuilding member missed writes: rebuild it with 'raidd
+add'), and when DEVICE's damaged header is newer than the MEMBERs (they are
+behind it). Give every other member of the array: without --force it
+refuses when an in-sync member is missing, and when the MEMBERs alone start
+the array (then leave DEVICE out and add it back, which rebuilds it and
+trusts nothing on it). --force with --role also takes a header whose
+identity is garbled for DEVICE's.
 
 Nothing is written but DEVICE's superblock slots and write-intent bitmap.
 Stop the array first: members in use by 'raidd serve' are refused. Then

@@ -269,3 +269,27 @@ func TestRestoreHeaderWantsEveryMember(t *testing.T) {
 	assert.Contains(t, err.Error(), "role 2's member")
 	assert.Contains(t, err.Error(), "is not given")
 }
+
+// TestAssembleRefusesBehindADamagedNewerMember: a RAID1 member took
+// writes after the other was failed, then its superblock was damaged.
+// Started from the readable member alone the array would serve data older
+// than what it acknowledged; given both, assembly refuses, naming the
+// event counters, where it used to advise leaving the damaged one out.
+func TestAssembleRefusesBehindADamagedNewerMember(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(2, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "newer", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	fill(t, a, 48)
+	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
+	fill(t, a, 49)
+	require.NoError(t, a.Close())
+	damageSlots(t, r, 1)
+
+	_, err = raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "newer than every readable member's")
+	assert.NotContains(t, err.Error(), "leave it out (the array starts degraded", "the advice that would serve the older copy")
+	a = assembleArray(t, r.devs[:1], raid.Options{CleanDelay: -1})
+	require.NoError(t, a.Close(), "left out, as the refusal says, if the loss is accepted")
+}

@@ -314,7 +314,7 @@ func Assemble(devs []Device, o Options) (*Array, error) {
 		for _, d := range unread {
 			rs, _ := superblock.ReadRemains(d.Member)
 			for _, r := range rs {
-				if r.ArrayUUID == nm.ArrayUUID && r.Events > nm.Events {
+				if superblock.NearUUID(r.ArrayUUID, nm.ArrayUUID) && r.Events > nm.Events {
 					return nil, fmt.Errorf("%w: %s's superblock is damaged, and what is left of it carries event %d, newer than every readable member's (the newest, %s, is at %d): they are behind it, and %q started without it would serve their older data. Keep every device as it is; only if you accept losing the writes it alone holds, leave %s out of the members given", ErrCannotStart, d.Path, r.Events, newest.dev.Path, nm.Events, nm.Name, d.Path)
 				}
 			}

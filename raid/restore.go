@@ -153,10 +153,11 @@ func RestoreHeader(dev Device, peers []Device, o RestoreOptions) (*superblock.Me
 // restoreEntry is the member table entry of nm that dev was: the one its
 // damaged header names (superblock.ReadRemains), which must agree with
 // o.Role when that is given, or the in-sync member of o.Role when the
-// header names none. A damaged header that names another array or a
-// member nm does not hold in a role is taken as no evidence only with
-// o.Force and o.Role (a garbled identity field); one whose event counter
-// is newer than nm's says the peers are behind dev, and is refused.
+// header names none. UUIDs that differ from nm's in a byte or two are
+// nm's, garbled (superblock.NearUUID). A damaged header that names another
+// array or a member nm does not hold in a role is taken as no evidence
+// only with o.Force and o.Role; one whose event counter is newer than
+// nm's, whatever it names, says the peers are behind dev, and is refused.
 func restoreEntry(dev Device, nm *superblock.Meta, o RestoreOptions, cands []candidate) (*superblock.MemberInfo, error) {
 	want := o.Role
 	if want >= int(nm.RaidDisks) {
@@ -171,17 +172,20 @@ func restoreEntry(dev Device, nm *superblock.Meta, o RestoreOptions, cands []can
 		strange []string               // identities that name no entry of nm
 	)
 	for _, r := range remains {
-		if r.ArrayUUID == nm.ArrayUUID && r.Events > nm.Events {
+		// Whatever its identity says (garbled, or another array's, which
+		// only --force takes as this array's), a slot newer than the
+		// peers says they are behind the device.
+		if r.Events > nm.Events {
 			return nil, fmt.Errorf("%w: %s's damaged header carries event %d, newer than the newest member given (%d): those members are behind it, and a header rebuilt from them would let their older data win. Give the array's newest members; and do not start the array from these members without %s", ErrConfig, dev.Path, r.Events, nm.Events, dev.Path)
 		}
 		var e *superblock.MemberInfo
 		for i := range nm.Members {
-			if r.ArrayUUID == nm.ArrayUUID && nm.Members[i].UUID == r.MemberUUID && nm.Members[i].Role >= 0 {
+			if superblock.NearUUID(r.ArrayUUID, nm.ArrayUUID) && superblock.NearUUID(nm.Members[i].UUID, r.MemberUUID) && nm.Members[i].Role >= 0 {
 				e = &nm.Members[i]
 			}
 		}
 		switch {
-		case e == nil && r.ArrayUUID != nm.ArrayUUID:
+		case e == nil && !superblock.NearUUID(r.ArrayUUID, nm.ArrayUUID):
 			strange = append(strange, fmt.Sprintf("array uuid %s, not %q's %s", superblock.FormatUUID(r.ArrayUUID), nm.Name, superblock.FormatUUID(nm.ArrayUUID)))
 		case e == nil:
 			strange = append(strange, fmt.Sprintf("member %s, which %q holds in no role", superblock.FormatUUID(r.MemberUUID), nm.Name))

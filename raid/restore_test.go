@@ -200,53 +200,80 @@ func TestRestoreHeaderNamesItsOwnEntry(t *testing.T) {
 // TestRestoreHeaderPeersBehind: a RAID1 member took writes after the
 // other was failed, then its header was damaged. Its slots' event counter
 // is newer than the stale peer's, so a header rebuilt from that peer
-// (whose copy a resync would then spread) is refused, forced or not.
+// (whose copy a resync would then spread) is refused, forced or not, and
+// also when the damage took the slots' identity (a byte of the array UUID
+// flipped, the member UUID zeroed, a byte of the magic flipped).
 func TestRestoreHeaderPeersBehind(t *testing.T) {
 	const chunk = 16 << 10
-	r := newRig(2, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "behind", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	fill(t, a, 46)
-	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
-	fill(t, a, 47)
-	require.NoError(t, a.Close())
-	damageSlots(t, r, 1)
-	for _, force := range []bool{false, true} {
-		_, err = raid.RestoreHeader(r.devs[1], r.devs[:1], raid.RestoreOptions{Role: 1, Force: force})
-		require.ErrorIs(t, err, raid.ErrConfig)
-		assert.Contains(t, err.Error(), "newer than the newest member given")
+	for name, at := range map[string]struct {
+		off int64
+		p   []byte
+	}{"checksum": {1000, []byte{0x40}}, "array-uuid": {19, []byte{0x5a}}, "member-uuid": {120, make([]byte, 16)}, "magic": {1, []byte{'x'}}} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(2, memberSizeFor(chunk, 8))
+			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "behind", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
+			require.NoError(t, err)
+			fill(t, a, 46)
+			require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
+			fill(t, a, 47)
+			require.NoError(t, a.Close())
+			for s := range superblock.Slots {
+				_, err := r.mem[1].WriteAt(at.p, superblock.SlotOffset(s)+at.off)
+				require.NoError(t, err)
+			}
+			_, err = superblock.Read(r.mem[1])
+			require.Error(t, err)
+			for _, force := range []bool{false, true} {
+				_, err = raid.RestoreHeader(r.devs[1], r.devs[:1], raid.RestoreOptions{Role: 1, Force: force})
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "newer than the newest member given")
+			}
+			_, err = raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
+			require.ErrorIs(t, err, raid.ErrCannotStart)
+			assert.Contains(t, err.Error(), "newer than every readable member's")
+		})
 	}
 }
 
-// TestRestoreHeaderGarbledIdentity: a flipped byte in the member UUID of
-// both slots makes the header name no member of the array. That is refused
-// as foreign unless the operator gives the role and --force; a slot whose
-// identity is intact wins over one whose identity is garbled.
+// TestRestoreHeaderGarbledIdentity: a byte flipped in the member UUID of
+// both slots still names member 1 (a UUID off by a byte or two is that
+// UUID, garbled), and is restored without a role. A member UUID zeroed
+// names no member: that is refused as foreign unless the operator gives
+// the role and --force. A slot whose identity is intact wins over one
+// whose identity is garbled.
 func TestRestoreHeaderGarbledIdentity(t *testing.T) {
 	r, want, metas := restoreRig(t, stripe.RAID0, 3)
 	const uuidAt = 120 // the member UUID's offset in a slot
-	flipAt := func(slot int) {
-		b := make([]byte, 1)
-		off := superblock.SlotOffset(slot) + uuidAt + 5
-		_, err := r.mem[1].ReadAt(b, off)
-		require.NoError(t, err)
-		b[0] ^= 0x11
-		_, err = r.mem[1].WriteAt(b, off)
+	garble := func(slot int, p []byte) {
+		_, err := r.mem[1].WriteAt(p, superblock.SlotOffset(slot)+uuidAt+5)
 		require.NoError(t, err)
 	}
+	rewrite := func() { // both slots as they were, before the damage
+		for s := range superblock.Slots {
+			b := make([]byte, superblock.SlotSize)
+			require.NoError(t, metas[1].Encode(b))
+			_, err := r.mem[1].WriteAt(b, superblock.SlotOffset(s))
+			require.NoError(t, err)
+		}
+	}
 	peers := without(r.devs, 1)
-	flipAt(0)
+	garble(0, make([]byte, 11))
 	damageSlots(t, r, 1)
 	m, err := raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: -1})
 	require.NoError(t, err, "slot 1 still names member 1")
 	assert.Equal(t, metas[1].MemberUUID, m.MemberUUID)
 
+	rewrite()
 	for s := range superblock.Slots {
-		b := make([]byte, superblock.SlotSize)
-		require.NoError(t, metas[1].Encode(b))
-		_, err = r.mem[1].WriteAt(b, superblock.SlotOffset(s))
-		require.NoError(t, err)
-		flipAt(s) // both identities garbled, checksums broken
+		garble(s, []byte{0x5a}) // one byte: the UUID, garbled
+	}
+	m, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: -1})
+	require.NoError(t, err, "a member UUID off by a byte")
+	assert.Equal(t, metas[1].MemberUUID, m.MemberUUID)
+
+	rewrite()
+	for s := range superblock.Slots {
+		garble(s, make([]byte, 11)) // the member UUID gone
 	}
 	_, err = raid.RestoreHeader(r.devs[1], peers, raid.RestoreOptions{Role: 1})
 	require.ErrorIs(t, err, raid.ErrForeign)
@@ -292,4 +319,29 @@ func TestAssembleRefusesBehindADamagedNewerMember(t *testing.T) {
 	assert.NotContains(t, err.Error(), "leave it out (the array starts degraded", "the advice that would serve the older copy")
 	a = assembleArray(t, r.devs[:1], raid.Options{CleanDelay: -1})
 	require.NoError(t, a.Close(), "left out, as the refusal says, if the loss is accepted")
+}
+
+// TestAssembleRefusesWithoutTheNewestOfThree: a 3-way RAID1 loses members
+// one after the other; the last one standing (the only one with every
+// write) then has its magic garbled. Given with the one that failed second
+// (the first is gone), the array used to start from the stale one, taking
+// the unreadable device for a failed member not given. It is refused.
+func TestAssembleRefusesWithoutTheNewestOfThree(t *testing.T) {
+	const chunk = 16 << 10
+	r := newRig(3, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "three", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	fill(t, a, 50)
+	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, false))
+	fill(t, a, 51)
+	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, true))
+	fill(t, a, 52)
+	require.NoError(t, a.Close())
+	for s := range superblock.Slots {
+		_, err := r.mem[2].WriteAt([]byte{'x'}, superblock.SlotOffset(s)+1)
+		require.NoError(t, err)
+	}
+	_, err = raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1})
+	require.ErrorIs(t, err, raid.ErrCannotStart)
+	assert.Contains(t, err.Error(), "newer than every readable member's")
 }

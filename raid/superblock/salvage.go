@@ -1,7 +1,6 @@
 package superblock
 
 import (
-	"bytes"
 	"io"
 )
 
@@ -16,13 +15,15 @@ type Remains struct {
 	Events     uint64 // the slot's event counter, as damaged as the rest
 }
 
-// ReadRemains reads both slots of r and returns the identities of those
-// that carry Magic and nonzero UUIDs, in slot order and without repeats (so
-// two entries mean the slots contradict each other; one identity carried
-// by both slots has the higher of their event counters). Slots that
-// decode are included too.
-// It returns nil when no slot carries anything (a wiped header), and an
-// error only when r fails to read.
+// ReadRemains reads both slots of r and returns what those that still look
+// like slots carry: Magic, or all but at most two of its bytes (a byte
+// overwritten or flipped there, as in the rest), with a nonzero array UUID
+// or member UUID (either may be zero or garbled: the caller judges). They
+// come in slot order and without repeats (two entries mean the slots
+// disagree; one identity carried by both slots has the higher of their
+// event counters). Slots that decode are included too. It returns nil when
+// no slot looks like one (a wiped header), and an error only when r fails
+// to read.
 func ReadRemains(r io.ReaderAt) ([]Remains, error) {
 	var (
 		out []Remains
@@ -36,13 +37,13 @@ func ReadRemains(r io.ReaderAt) ([]Remains, error) {
 			}
 			continue
 		}
-		if !bytes.Equal(buf[offMagic:offMagic+len(Magic)], []byte(Magic)) {
+		if differing(buf[offMagic:offMagic+len(Magic)], []byte(Magic)) > 2 {
 			continue
 		}
 		var id Remains
 		copy(id.ArrayUUID[:], buf[offArrayUUID:])
 		copy(id.MemberUUID[:], buf[offMemberUUID:])
-		if id.ArrayUUID == ([16]byte{}) || id.MemberUUID == ([16]byte{}) {
+		if id.ArrayUUID == ([16]byte{}) && id.MemberUUID == ([16]byte{}) {
 			continue
 		}
 		id.Events = le.Uint64(buf[offEvents:])
@@ -53,4 +54,22 @@ func ReadRemains(r io.ReaderAt) ([]Remains, error) {
 		}
 	}
 	return out, nil
+}
+
+// differing counts the positions where a and b, of equal length, differ.
+func differing(a, b []byte) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
+
+// NearUUID reports whether a and b are the same UUID or differ in at most
+// two bytes: a UUID read from a damaged slot, garbled with it. Two random
+// UUIDs share about one byte in sixteen.
+func NearUUID(a, b [16]byte) bool {
+	return a != [16]byte{} && b != [16]byte{} && differing(a[:], b[:]) <= 2
 }

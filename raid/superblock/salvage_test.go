@@ -39,10 +39,29 @@ func TestReadRemains(t *testing.T) {
 	if got, _ := ReadRemains(d); len(got) != 2 || got[1].MemberUUID != other {
 		t.Fatalf("contradicting slots: %v", got)
 	}
+	// A flipped magic byte and a zeroed member UUID: still a slot, and
+	// still this array's, with its event counter.
 	d.slot(0)[0] = 'X'
-	copy(d.slot(1)[offMemberUUID:], make([]byte, 16))
+	copy(d.slot(0)[offMemberUUID:], make([]byte, 16))
+	if got, _ := ReadRemains(d); len(got) != 2 || got[0].ArrayUUID != m.ArrayUUID || got[0].MemberUUID != ([16]byte{}) || got[0].Events != 4 {
+		t.Fatalf("garbled magic and member UUID: %+v", got)
+	}
+	copy(d.slot(0), "XXXXXXB\x00")
+	copy(d.slot(1), "XXXXXXB\x00")
 	if got, _ := ReadRemains(d); got != nil {
-		t.Fatalf("no magic, zero member UUID: %v", got)
+		t.Fatalf("magic gone: %v", got)
+	}
+}
+
+func TestNearUUID(t *testing.T) {
+	a := uuidN(7)
+	b := a
+	b[3] ^= 1
+	b[9] ^= 0x80
+	c := b
+	c[12]++
+	if !NearUUID(a, a) || !NearUUID(a, b) || NearUUID(a, c) || NearUUID(a, [16]byte{}) {
+		t.Fatal("NearUUID")
 	}
 }
 
@@ -71,6 +90,11 @@ func FuzzReadRemains(f *testing.F) {
 		}
 		if len(got) > Slots {
 			t.Fatalf("%d remains from %d slots", len(got), Slots)
+		}
+		for _, r := range got {
+			if !NearUUID(r.ArrayUUID, r.ArrayUUID) && !NearUUID(r.MemberUUID, r.MemberUUID) {
+				t.Fatalf("an entry with neither UUID: %+v", r)
+			}
 		}
 		if m, err := Read(d); err == nil {
 			found := false

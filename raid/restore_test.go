@@ -204,24 +204,17 @@ func TestRestoreHeaderNamesItsOwnEntry(t *testing.T) {
 // also when the damage took the slots' identity (a byte of the array UUID
 // flipped, the member UUID zeroed, a byte of the magic flipped).
 func TestRestoreHeaderPeersBehind(t *testing.T) {
-	const chunk = 16 << 10
 	for name, at := range map[string]struct {
 		off int64
 		p   []byte
 	}{"checksum": {1000, []byte{0x40}}, "array-uuid": {19, []byte{0x5a}}, "member-uuid": {120, make([]byte, 16)}, "magic": {1, []byte{'x'}}} {
 		t.Run(name, func(t *testing.T) {
-			r := newRig(2, memberSizeFor(chunk, 8))
-			a, err := raid.Create(r.devs, raid.CreateOptions{Name: "behind", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
-			require.NoError(t, err)
-			fill(t, a, 46)
-			require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
-			fill(t, a, 47)
-			require.NoError(t, a.Close())
+			r := mirrorFailedInTurn(t, "behind", 2, 46)
 			for s := range superblock.Slots {
 				_, err := r.mem[1].WriteAt(at.p, superblock.SlotOffset(s)+at.off)
 				require.NoError(t, err)
 			}
-			_, err = superblock.Read(r.mem[1])
+			_, err := superblock.Read(r.mem[1])
 			require.Error(t, err)
 			for _, force := range []bool{false, true} {
 				_, err = raid.RestoreHeader(r.devs[1], r.devs[:1], raid.RestoreOptions{Role: 1, Force: force})
@@ -303,21 +296,14 @@ func TestRestoreHeaderWantsEveryMember(t *testing.T) {
 // than what it acknowledged; given both, assembly refuses, naming the
 // event counters, where it used to advise leaving the damaged one out.
 func TestAssembleRefusesBehindADamagedNewerMember(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(2, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "newer", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	fill(t, a, 48)
-	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, true))
-	fill(t, a, 49)
-	require.NoError(t, a.Close())
+	r := mirrorFailedInTurn(t, "newer", 2, 48)
 	damageSlots(t, r, 1)
 
-	_, err = raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
+	_, err := raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
 	require.ErrorIs(t, err, raid.ErrCannotStart)
 	assert.Contains(t, err.Error(), "newer than every readable member's")
 	assert.NotContains(t, err.Error(), "leave it out (the array starts degraded", "the advice that would serve the older copy")
-	a = assembleArray(t, r.devs[:1], raid.Options{CleanDelay: -1})
+	a := assembleArray(t, r.devs[:1], raid.Options{CleanDelay: -1})
 	require.NoError(t, a.Close(), "left out, as the refusal says, if the loss is accepted")
 }
 
@@ -327,21 +313,31 @@ func TestAssembleRefusesBehindADamagedNewerMember(t *testing.T) {
 // (the first is gone), the array used to start from the stale one, taking
 // the unreadable device for a failed member not given. It is refused.
 func TestAssembleRefusesWithoutTheNewestOfThree(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(3, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "three", Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	fill(t, a, 50)
-	require.NoError(t, a.FailMemberChecked(r.devs[0].Path, false))
-	fill(t, a, 51)
-	require.NoError(t, a.FailMemberChecked(r.devs[1].Path, true))
-	fill(t, a, 52)
-	require.NoError(t, a.Close())
+	r := mirrorFailedInTurn(t, "three", 3, 50)
 	for s := range superblock.Slots {
 		_, err := r.mem[2].WriteAt([]byte{'x'}, superblock.SlotOffset(s)+1)
 		require.NoError(t, err)
 	}
-	_, err = raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1})
+	_, err := raid.Assemble(r.devs[1:], raid.Options{CleanDelay: -1})
 	require.ErrorIs(t, err, raid.ErrCannotStart)
 	assert.Contains(t, err.Error(), "newer than every readable member's")
+}
+
+// mirrorFailedInTurn creates a RAID1 of n memory members, fills it, then
+// fails members 0 to n-2 one after the other, filling it again after each
+// (seeds from seed on), and closes it: the last member alone holds every
+// write.
+func mirrorFailedInTurn(t *testing.T, name string, n int, seed int64) *rig {
+	t.Helper()
+	const chunk = 16 << 10
+	r := newRig(n, memberSizeFor(chunk, 8))
+	a, err := raid.Create(r.devs, raid.CreateOptions{Name: name, Level: stripe.RAID1, Chunk: chunk}, raid.Options{CleanDelay: -1})
+	require.NoError(t, err)
+	fill(t, a, seed)
+	for i := range n - 1 {
+		require.NoError(t, a.FailMemberChecked(r.devs[i].Path, true))
+		fill(t, a, seed+1+int64(i))
+	}
+	require.NoError(t, a.Close())
+	return r
 }

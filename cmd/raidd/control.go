@@ -338,13 +338,11 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		err = s.array.FailMemberChecked(req.Member, req.Force)
-		msg = fmt.Sprintf("%s: %s marked failed", name, req.Member)
 	case "remove":
 		if !need("member", req.Member) {
 			return
 		}
 		err = s.array.RemoveMember(req.Member)
-		msg = fmt.Sprintf("%s: %s removed", name, req.Member)
 	case "add":
 		if err == nil {
 			handed, err = true, s.array.AddMember(dev, req.Force)
@@ -362,8 +360,11 @@ func (d *daemon) handleMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.array.Status()
-	if kind, ok := map[string]raid.EventKind{"fail": raid.EventMemberFailed, "remove": raid.EventMemberRemoved}[op]; ok {
-		msg = fmt.Sprintf("%s: %s %s", name, memberNamed(st.History, kind, req.Member), map[string]string{"fail": "marked failed", "remove": "removed"}[op])
+	switch op { // named after the change: its event has the path and role
+	case "fail":
+		msg = fmt.Sprintf("%s: %s marked failed", name, memberNamed(st.History, raid.EventMemberFailed, req.Member))
+	case "remove":
+		msg = fmt.Sprintf("%s: %s removed", name, memberNamed(st.History, raid.EventMemberRemoved, req.Member))
 	}
 	if p := st.Recovery; p != nil {
 		where := p.Path

@@ -321,12 +321,6 @@ func arrayNameOf(members []MemberConfig) (string, error) {
 // ShutdownTimeout), arrays synced, marked clean and closed. ready, if not
 // nil, is called once every listener is open, with the NBD URI of every
 // export on every listener.
-// isUnixAddr reports whether a is a unix socket's address.
-func isUnixAddr(a net.Addr) bool {
-	_, ok := a.(*net.UnixAddr)
-	return ok
-}
-
 func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uris []string)) (err error) {
 	d := &daemon{cfg: cfg, log: log, started: time.Now()}
 	// The watchdog runs from the start; STATUS= lines once serving.
@@ -348,7 +342,8 @@ func runServe(ctx context.Context, cfg *Config, log *slog.Logger, ready func(uri
 		return err
 	}
 	for _, l := range activated {
-		if a := listenString(l.Addr()); !isUnixAddr(l.Addr()) && !isLoopback(a) {
+		a := listenString(l.Addr())
+		if _, tcp := l.Addr().(*net.TCPAddr); tcp && !isLoopback(a) {
 			if err := cfg.remoteListenPolicy(a); err != nil {
 				return fmt.Errorf("%w (this socket was passed by the service manager: %s)", err, l.name)
 			}

@@ -462,19 +462,13 @@ func TestRAID0SuperblockErrorKeepsMember(t *testing.T) {
 // only 1", which a RAID10 missing one member of each pair contradicts by
 // starting.
 func TestRAID10MissingMessage(t *testing.T) {
-	const chunk = 16 << 10
-	r := newRig(4, memberSizeFor(chunk, 8))
-	a, err := raid.Create(r.devs, raid.CreateOptions{Name: "ten", Level: stripe.RAID10, Chunk: chunk}, raid.Options{CleanDelay: -1})
-	require.NoError(t, err)
-	want := fill(t, a, 47)
-	require.NoError(t, a.Close())
-
-	_, err = raid.Assemble([]raid.Device{r.devs[2], r.devs[3]}, raid.Options{CleanDelay: -1, ReadOnly: true})
+	r, want, _ := filledRig(t, stripe.RAID10, 4)
+	_, err := raid.Assemble([]raid.Device{r.devs[2], r.devs[3]}, raid.Options{CleanDelay: -1, ReadOnly: true})
 	require.ErrorIs(t, err, raid.ErrCannotStart)
 	assert.Contains(t, err.Error(), "missing roles 0, 1 and raid10 has no copy left of some of the chunks these roles hold")
 	assert.NotContains(t, err.Error(), "tolerates only")
 
-	a, err = raid.Assemble([]raid.Device{r.devs[1], r.devs[3]}, raid.Options{CleanDelay: -1, ReadOnly: true})
+	a, err := raid.Assemble([]raid.Device{r.devs[1], r.devs[3]}, raid.Options{CleanDelay: -1, ReadOnly: true})
 	require.NoError(t, err, "one member of each pair is enough")
 	requireContent(t, a, want, "one member of each pair")
 	require.NoError(t, a.Close())

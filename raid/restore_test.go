@@ -11,10 +11,10 @@ import (
 	"github.com/raidd/raidd/stripe"
 )
 
-// restoreRig creates an array of level on n memory members, fills it, and
-// closes it; it returns the rig, the bytes written and each member's
-// superblock as it was.
-func restoreRig(t *testing.T, level stripe.Level, n int) (*rig, []byte, []*superblock.Meta) {
+// filledRig creates an array of level on n memory members (16 KiB
+// chunks, 8 rows), fills it, and closes it; it returns the rig, the bytes
+// written and each member's superblock as it was.
+func filledRig(t *testing.T, level stripe.Level, n int) (*rig, []byte, []*superblock.Meta) {
 	t.Helper()
 	const chunk = 16 << 10
 	r := newRig(n, memberSizeFor(chunk, 8))
@@ -63,7 +63,7 @@ func without(devs []raid.Device, i int) []raid.Device {
 // Without the role, or with a role a given member holds, it refuses and
 // names the roles that are open.
 func TestRestoreHeaderWiped(t *testing.T) {
-	r, want, metas := restoreRig(t, stripe.RAID0, 3)
+	r, want, metas := filledRig(t, stripe.RAID0, 3)
 	require.NoError(t, superblock.Erase(r.mem[1]))
 	_, err := raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
 	require.ErrorIs(t, err, raid.ErrNotMember)
@@ -101,14 +101,14 @@ func TestRestoreHeaderWiped(t *testing.T) {
 // role that disagrees, and refuses a device whose damaged header names
 // another array.
 func TestRestoreHeaderDamaged(t *testing.T) {
-	r, want, metas := restoreRig(t, stripe.RAID0, 3)
+	r, want, metas := filledRig(t, stripe.RAID0, 3)
 	damageSlots(t, r, 2)
 	_, err := raid.Assemble(r.devs, raid.Options{CleanDelay: -1})
 	require.ErrorIs(t, err, raid.ErrCorrupt)
 	assert.Contains(t, err.Error(), "raidd restore-header")
 
 	// The damaged member of another array is not this array's member.
-	o, _, _ := restoreRig(t, stripe.RAID0, 3)
+	o, _, _ := filledRig(t, stripe.RAID0, 3)
 	damageSlots(t, o, 2)
 	_, err = raid.RestoreHeader(o.devs[2], without(r.devs, 2), raid.RestoreOptions{Role: 2})
 	require.ErrorIs(t, err, raid.ErrForeign)
@@ -131,7 +131,7 @@ func TestRestoreHeaderDamaged(t *testing.T) {
 // that was in sync is restored, and the array serves every byte with
 // parity consistent.
 func TestRestoreHeaderRedundant(t *testing.T) {
-	r, _, _ := restoreRig(t, stripe.RAID5, 4)
+	r, _, _ := filledRig(t, stripe.RAID5, 4)
 	require.NoError(t, superblock.Erase(r.mem[3]))
 	_, err := raid.RestoreHeader(r.devs[3], without(r.devs, 3), raid.RestoreOptions{Role: 3})
 	require.ErrorIs(t, err, raid.ErrConfig)
@@ -164,7 +164,7 @@ func TestRestoreHeaderRedundant(t *testing.T) {
 // TestRestoreHeaderTooSmall: a device smaller than the array's members
 // (another device, or one that shrank) is refused with both sizes.
 func TestRestoreHeaderTooSmall(t *testing.T) {
-	r, _, _ := restoreRig(t, stripe.RAID0, 2)
+	r, _, _ := filledRig(t, stripe.RAID0, 2)
 	small := newRig(1, superblock.HeaderSize+16<<10)
 	small.devs[0].Path = "small"
 	_, err := raid.RestoreHeader(small.devs[0], without(r.devs, 1), raid.RestoreOptions{Role: 1})
@@ -235,7 +235,7 @@ func TestRestoreHeaderPeersBehind(t *testing.T) {
 // the role and --force. A slot whose identity is intact wins over one
 // whose identity is garbled.
 func TestRestoreHeaderGarbledIdentity(t *testing.T) {
-	r, want, metas := restoreRig(t, stripe.RAID0, 3)
+	r, want, metas := filledRig(t, stripe.RAID0, 3)
 	const uuidAt = 120 // the member UUID's offset in a slot
 	garble := func(slot int, p []byte) {
 		_, err := r.mem[1].WriteAt(p, superblock.SlotOffset(slot)+uuidAt+5)
@@ -282,7 +282,7 @@ func TestRestoreHeaderGarbledIdentity(t *testing.T) {
 // whether the array runs without the device, and the header might come
 // from members that are behind.
 func TestRestoreHeaderWantsEveryMember(t *testing.T) {
-	r, _, _ := restoreRig(t, stripe.RAID5, 4)
+	r, _, _ := filledRig(t, stripe.RAID5, 4)
 	require.NoError(t, superblock.Erase(r.mem[3]))
 	_, err := raid.RestoreHeader(r.devs[3], r.devs[:2], raid.RestoreOptions{Role: 3})
 	require.ErrorIs(t, err, raid.ErrConfig)
